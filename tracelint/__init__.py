@@ -1,0 +1,26 @@
+"""tracelint: a performance linter for PyTorch training (source code and torch.profiler traces).
+
+The public API::
+
+    from tracelint import lint_paths, analyze_trace
+    for finding in lint_paths(["train.py"]): ...
+    report = analyze_trace("trace.json.gz"); print(report.verdict)
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["analyze_trace", "lint_paths", "__version__"]
+
+
+def __getattr__(name: str):
+    # Lazy, so that `import tracelint` stays cheap for the pre-commit path and never pulls the other half.
+    if name == "lint_paths":
+        from tracelint.source import lint_paths
+
+        return lint_paths
+    if name == "analyze_trace":
+        from tracelint.trace import analyze_trace
+
+        return analyze_trace
+    raise AttributeError(name)

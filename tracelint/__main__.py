@@ -1,0 +1,3 @@
+from tracelint.cli import main
+
+main()

@@ -1,0 +1,197 @@
+"""The command line: parses options and calls the library. Exit codes: 0 clean, 1 findings, 2 error."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from tracelint.engine import Config, ConfigError, InputError, RunResult, Severity, catalog, find_config, load_config_file
+from tracelint.engine.result import EXIT_ERROR
+
+FORMATS = ("text", "json", "sarif", "github", "gitlab")
+COMMANDS_TAKING_PATHS = ("check", "trace")
+
+
+class _DispatchGroup(click.Group):
+    """``tracelint PATH...`` with no command name runs ``tracelint auto PATH...`` (lint or analyze by type)."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["auto", *args]
+        return super().parse_args(ctx, args)
+
+
+def _common_options(fn):
+    options = [
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+                     help="Output format."),
+        click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default=None,
+                     help="Lowest severity that makes the exit code 1 (default: warning, or the config's)."),
+        click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings."),
+        click.option("--select", multiple=True, help="Only these codes or code prefixes (repeatable, comma lists)."),
+        click.option("--ignore", multiple=True, help="Skip these codes or code prefixes."),
+        click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+                     help="A pyproject.toml to read [tool.tracelint] from instead of the nearest one."),
+        click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
+                     help="Write the report to this file instead of stdout."),
+        click.option("--threshold", "thresholds", multiple=True, metavar="KEY=VALUE",
+                     help="A trace gate threshold, e.g. min-gpu-busy-pct=80 (overrides [tool.tracelint.trace])."),
+        click.option("--fix", is_flag=True, help="Apply safe fixes to source files (atomically)."),
+        click.option("--unsafe-fixes", is_flag=True, help="With --fix, also apply fixes that may change behaviour."),
+        click.argument("paths", nargs=-1, type=click.Path(), required=True),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(p.strip().upper() for v in values for p in v.split(",") if p.strip())
+
+
+def _base_config(config_path: str | None) -> Config:
+    if config_path:
+        return load_config_file(Path(config_path))
+    return find_config(Path.cwd().resolve())
+
+
+def _overrides(config: Config, select, ignore, fail_on, thresholds) -> Config:
+    changes: dict = {}
+    if select:
+        changes["select"] = _split(select)
+    if ignore:
+        changes["ignore"] = config.ignore + _split(ignore)
+    if fail_on:
+        changes["fail_on"] = Severity.parse(fail_on)
+    if thresholds:
+        merged = dict(config.trace_thresholds)
+        for item in thresholds:
+            key, sep, value = item.partition("=")
+            try:
+                merged[key.strip()] = float(value)
+            except ValueError:
+                raise click.UsageError(f"--threshold {item!r}: expected KEY=NUMBER") from None
+            if not sep:
+                raise click.UsageError(f"--threshold {item!r}: expected KEY=NUMBER")
+        changes["trace_thresholds"] = tuple(merged.items())
+    return config.override(**changes)
+
+
+def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path, output, thresholds, fix,
+         unsafe_fixes) -> None:
+    from tracelint.render import render
+    from tracelint.runner import run_paths
+
+    try:
+        base = _base_config(config_path)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    overrides = dict(select=select, ignore=ignore, fail_on=fail_on, thresholds=thresholds)
+    explicit = config_path is not None
+    result = run_paths(
+        [Path(p) for p in paths], mode=mode, fix=fix, unsafe_fixes=unsafe_fixes,
+        configure=lambda cfg: _overrides(base if explicit or cfg is None else cfg, **overrides),
+        progress=_progress_enabled(),
+    )
+    text = render(result, fmt)
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    elif text:
+        click.echo(text, nl=not text.endswith("\n"))
+    for error in result.errors:
+        click.echo(f"error: {error}", err=True)
+    config = _overrides(base, **overrides)
+    sys.exit(result.exit_code(config.fail_on, exit_zero))
+
+
+def _progress_enabled() -> bool:
+    return sys.stderr.isatty() and os.environ.get("PRE_COMMIT") != "1"
+
+
+@click.group(cls=_DispatchGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="torch-tracelint", prog_name="tracelint")
+def cli() -> None:
+    """A performance linter for PyTorch training.
+
+    \b
+    tracelint train.py          lint training code (Python files, notebooks, directories)
+    tracelint trace.json.gz     analyze a torch.profiler trace: what bounds the step
+    tracelint rule TL101        explain a rule
+    """
+
+
+@cli.command("auto", hidden=True)
+@_common_options
+def auto_cmd(**kwargs) -> None:
+    """Lint Python files and notebooks, analyze traces: each path by its type."""
+    _run("auto", **kwargs)
+
+
+@cli.command("check")
+@_common_options
+def check_cmd(**kwargs) -> None:
+    """Lint Python files, notebooks and directories."""
+    _run("source", **kwargs)
+
+
+@cli.command("trace")
+@_common_options
+def trace_cmd(**kwargs) -> None:
+    """Analyze torch.profiler traces (.json, .json.gz, or a directory of rank traces)."""
+    _run("trace", **kwargs)
+
+
+@cli.command("rule")
+@click.argument("code")
+def rule_cmd(code: str) -> None:
+    """Print the documentation of one rule."""
+    doc = catalog().get(code.upper())
+    if doc is None:
+        raise click.UsageError(f"unknown rule {code!r}; `tracelint rules` lists them")
+    click.echo(doc.text.rstrip())
+
+
+@cli.command("rules")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def rules_cmd(fmt: str) -> None:
+    """List the rules."""
+    import orjson
+    from tabulate import tabulate
+
+    rows = [
+        {"code": d.code, "name": d.name, "severity": str(d.severity), "implemented_by": sorted(d.implemented_by),
+         "fix": d.fix, "summary": d.summary}
+        for d in catalog().values()
+    ]
+    if fmt == "json":
+        click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        return
+    table = [(r["code"], r["name"], r["severity"], "+".join(r["implemented_by"]), r["fix"]) for r in rows]
+    click.echo(tabulate(table, headers=["code", "name", "severity", "checks", "fix"], tablefmt="simple"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: maps every failure to one line on stderr and exit code 2 (click would use 1 for some)."""
+    try:
+        cli.main(args=argv, prog_name="tracelint", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_ERROR)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(EXIT_ERROR)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(EXIT_ERROR)
+    except SystemExit:
+        raise
+    except Exception as exc:  # an internal error: one line, exit 2, never 1
+        click.echo(f"tracelint: internal error: {type(exc).__name__}: {exc}", err=True)
+        if os.environ.get("TRACELINT_DEBUG"):
+            raise
+        sys.exit(EXIT_ERROR)

@@ -1,0 +1,123 @@
+"""The rule catalog: one Markdown file per rule in rules/, holding its metadata, docs and examples.
+
+A rule file starts with a front-matter block of ``key: value`` lines between ``---`` fences::
+
+    ---
+    code: TL101
+    name: host-sync-in-loop
+    family: host-device synchronization
+    severity: warning
+    implemented-by: source, trace
+    fix: none | safe | unsafe
+    thresholds: key=value, key=value      (optional; defaults of the trace rule)
+    ---
+
+followed by the sections ``## What it does``, ``## Why is this bad?``, ``## Example``, ``## Use instead`` and
+``## Measured effect``. Fenced ``python`` blocks under *Example* must trigger the rule; those under *Use instead*
+must not. The test suite runs them.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from tracelint.engine.finding import Severity
+
+REQUIRED_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Measured effect")
+_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.M | re.S)
+
+
+class CatalogError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RuleDoc:
+    code: str
+    name: str
+    family: str
+    severity: Severity
+    implemented_by: frozenset[str]
+    fix: str
+    path: Path
+    text: str
+    sections: dict[str, str] = field(hash=False, compare=False)
+    thresholds: dict[str, float] = field(hash=False, compare=False)
+
+    def examples(self, section: str) -> list[str]:
+        """The fenced python blocks of one section ("Example" = bad, "Use instead" = good)."""
+        body = self.sections.get(section, "")
+        return [code for lang, code in _FENCE.findall(body) if lang in ("python", "py")]
+
+    @property
+    def bad_examples(self) -> list[str]:
+        return self.examples("Example")
+
+    @property
+    def good_examples(self) -> list[str]:
+        return self.examples("Use instead")
+
+    @property
+    def summary(self) -> str:
+        first = self.sections.get("What it does", "").strip().split("\n\n")[0]
+        return " ".join(first.split())
+
+
+def catalog_dir() -> Path:
+    here = Path(__file__).resolve().parent.parent
+    installed = here / "_catalog"  # wheel layout (see pyproject's force-include)
+    return installed if installed.is_dir() else here.parent / "rules"
+
+
+def parse_rule_file(path: Path) -> RuleDoc:
+    text = path.read_text(encoding="utf-8")
+    if not text.startswith("---\n"):
+        raise CatalogError(f"{path}: missing front matter")
+    try:
+        head, body = text[4:].split("\n---\n", 1)
+    except ValueError:
+        raise CatalogError(f"{path}: unterminated front matter") from None
+    meta: dict[str, str] = {}
+    for line in head.splitlines():
+        if line.strip():
+            key, _, value = line.partition(":")
+            meta[key.strip().lower()] = value.strip()
+    for key in ("code", "name", "family", "severity", "implemented-by"):
+        if key not in meta:
+            raise CatalogError(f"{path}: front matter lacks {key!r}")
+    sections: dict[str, str] = {}
+    for chunk in re.split(r"^## ", body, flags=re.M)[1:]:
+        title, _, content = chunk.partition("\n")
+        sections[title.strip()] = content
+    missing = [s for s in REQUIRED_SECTIONS if s not in sections]
+    if missing:
+        raise CatalogError(f"{path}: missing sections {missing}")
+    thresholds: dict[str, float] = {}
+    for item in filter(None, (p.strip() for p in meta.get("thresholds", "").split(","))):
+        key, _, value = item.partition("=")
+        thresholds[key.strip()] = float(value)
+    return RuleDoc(
+        code=meta["code"],
+        name=meta["name"],
+        family=meta["family"],
+        severity=Severity.parse(meta["severity"]),
+        implemented_by=frozenset(p.strip() for p in meta["implemented-by"].split(",") if p.strip()),
+        fix=meta.get("fix", "none"),
+        path=path,
+        text=text,
+        sections=sections,
+        thresholds=thresholds,
+    )
+
+
+@lru_cache(maxsize=1)
+def catalog() -> dict[str, RuleDoc]:
+    rules = {}
+    for path in sorted(catalog_dir().glob("TL*.md")):
+        doc = parse_rule_file(path)
+        if doc.code in rules:
+            raise CatalogError(f"{path}: duplicate rule code {doc.code}")
+        rules[doc.code] = doc
+    return rules

@@ -1,0 +1,57 @@
+"""What a run produces: findings, per-trace summaries and input errors, and the exit code they imply."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tracelint.engine.finding import Finding, Severity
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class InputError:
+    """A file that could not be read or parsed; one line for the user, never a traceback."""
+
+    path: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileChecked:
+    """Emitted by the source half once per file it read, with the number of fixes it wrote to it."""
+
+    path: str
+    fixed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSummary:
+    """The verdict and metrics of one trace (one rank of it)."""
+
+    path: str
+    verdict: str
+    evidence: str
+    metrics: dict = field(hash=False)
+    rank: int | None = None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass
+class RunResult:
+    findings: list[Finding] = field(default_factory=list)
+    traces: list[TraceSummary] = field(default_factory=list)
+    errors: list[InputError] = field(default_factory=list)
+    files_checked: int = 0
+    fixed: int = 0
+
+    def exit_code(self, fail_on: Severity = Severity.WARNING, exit_zero: bool = False) -> int:
+        if self.errors:
+            return EXIT_ERROR
+        if not exit_zero and any(f.severity >= fail_on for f in self.findings):
+            return EXIT_FINDINGS
+        return EXIT_CLEAN
