@@ -90,11 +90,14 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
         raise click.UsageError(str(exc)) from None
     overrides = dict(select=select, ignore=ignore, fail_on=fail_on, thresholds=thresholds)
     explicit = config_path is not None
-    result = run_paths(
-        [Path(p) for p in paths], mode=mode, fix=fix, unsafe_fixes=unsafe_fixes,
-        configure=lambda cfg: _overrides(base if explicit or cfg is None else cfg, **overrides),
-        progress=_progress_enabled(),
-    )
+    try:
+        result = run_paths(
+            [Path(p) for p in paths], mode=mode, fix=fix, unsafe_fixes=unsafe_fixes,
+            configure=lambda cfg: _overrides(base if explicit or cfg is None else cfg, **overrides),
+            progress=_progress_enabled(),
+        )
+    except ConfigError as exc:  # a pyproject.toml found next to one of the files
+        raise click.UsageError(str(exc)) from None
     text = render(result, fmt)
     if output:
         Path(output).write_text(text, encoding="utf-8")
