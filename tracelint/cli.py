@@ -9,8 +9,9 @@ import click
 
 from tracelint.engine import Config, ConfigError, InputError, RunResult, Severity, catalog, find_config, load_config_file
 from tracelint.engine.result import EXIT_ERROR
+from tracelint.render import formats
 
-FORMATS = ("text", "json", "sarif", "github", "gitlab")
+FORMATS = formats()
 COMMANDS_TAKING_PATHS = ("check", "trace")
 
 

@@ -1,0 +1,54 @@
+"""GitLab Code Quality: the required fields, GitLab's severity words, unique fingerprints."""
+from __future__ import annotations
+
+import json
+
+from tracelint.engine import RunResult, Severity
+from tracelint.render import render
+
+from .conftest import notebook_finding, source_finding, trace_finding
+
+SEVERITIES = {"info", "minor", "major", "critical", "blocker"}
+
+
+def _issues(result):
+    return json.loads(render(result, "gitlab"))
+
+
+def test_required_fields(full_result):
+    issues = _issues(full_result)
+    assert len(issues) == len(full_result.findings)
+    for issue in issues:
+        assert isinstance(issue["description"], str) and issue["description"]
+        assert isinstance(issue["check_name"], str) and issue["check_name"].startswith("TL")
+        assert isinstance(issue["fingerprint"], str) and issue["fingerprint"]
+        assert issue["severity"] in SEVERITIES
+        assert isinstance(issue["location"]["path"], str)
+        assert isinstance(issue["location"]["lines"]["begin"], int) and issue["location"]["lines"]["begin"] >= 1
+
+
+def test_locations():
+    issues = _issues(RunResult(findings=[source_finding(), notebook_finding(), trace_finding(True),
+                                         trace_finding(False)]))
+    places = [(i["location"]["path"], i["location"]["lines"]["begin"]) for i in issues]
+    assert places == [("train.py", 42), ("nb.ipynb", 1), ("train.py", 30), ("trace.json.gz", 1)]
+    assert "cell 3, line 4" in issues[1]["description"]
+
+
+def test_severity_mapping():
+    findings = [source_finding(severity=s, line=10 + int(s)) for s in Severity]
+    assert [i["severity"] for i in _issues(RunResult(findings=findings))] == ["info", "major", "critical"]
+
+
+def test_fingerprints_are_unique_even_for_identical_messages():
+    # Two identical calls in one file: same code, path and message.
+    findings = [source_finding(line=10), source_finding(line=20), source_finding(line=30)]
+    prints = [i["fingerprint"] for i in _issues(RunResult(findings=findings))]
+    assert len(set(prints)) == 3
+    # Stable when lines move: the same findings elsewhere in the file keep their fingerprints.
+    moved = [source_finding(line=11), source_finding(line=21), source_finding(line=31)]
+    assert [i["fingerprint"] for i in _issues(RunResult(findings=moved))] == prints
+
+
+def test_empty_run_is_an_empty_array():
+    assert _issues(RunResult()) == []

@@ -1,0 +1,153 @@
+"""What the output formats share: JSON encoding, report paths, and where a file-based report pins a finding.
+
+Not a format itself (the leading underscore keeps it out of ``tracelint.render.formats()``).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import orjson
+
+from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
+from tracelint.engine.result import TraceSummary
+
+
+def dumps(obj: object, *, indent: bool = True) -> str:
+    """JSON text. orjson writes NaN and ±inf as null; unknown objects (enums, paths, numpy scalars) as their str."""
+    option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
+    return orjson.dumps(obj, default=_fallback, option=option).decode()
+
+
+def _fallback(value: object) -> object:
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    if isinstance(value, float):  # a float subclass orjson refuses
+        return float(value) if math.isfinite(value) else None
+    return str(value)
+
+
+def report_path(path: str) -> str:
+    """A path as CI reports want it: forward slashes, relative to the working directory when inside it."""
+    return _report_path(path, os.getcwd())
+
+
+@lru_cache(maxsize=4096)  # reports name the same few files many times; Path arithmetic dominated large reports
+def _report_path(path: str, cwd: str) -> str:
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            p = p.relative_to(cwd)
+        except ValueError:
+            return p.as_posix()
+    return os.path.normpath(str(p)).replace("\\", "/")
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """Where a file-based report (SARIF, GitHub, GitLab) pins a finding: a file, a 1-based line and, when known,
+    1-based columns (end column exclusive, as SARIF counts it). ``where`` says in words what the span cannot:
+    the notebook cell, or the trace rank and step."""
+
+    path: str
+    line: int
+    column: int | None = None
+    end_line: int | None = None
+    end_column: int | None = None
+    where: str = ""
+
+    @property
+    def exact(self) -> bool:
+        return self.column is not None
+
+
+def anchor(finding: Finding) -> Anchor:
+    """A source finding at its span; a trace finding at the source line its stack gives, else at line 1 of the
+    trace file (annotation formats reject a result without a file and line)."""
+    where = trace_words(finding.location) if isinstance(finding.location, TraceLocation) else ""
+    src = finding.source
+    if src is None:
+        return Anchor(report_path(finding.path), 1, where=where)
+    if src.cell is not None:
+        # A notebook line counts within its cell, not within the .ipynb file: pin the file, say the cell in words.
+        cell = f"cell {src.cell}, line {src.line}"
+        return Anchor(report_path(src.path), 1, where=f"{cell}; {where}" if where else cell)
+    line = max(src.line, 1)
+    if isinstance(finding.location, SourceLocation):
+        column = src.column + 1
+        end_line = max(src.end_line or line, line)
+        end_column = src.end_column + 1 if src.end_column is not None else None
+        if end_column is not None and end_line == line and end_column < column:
+            end_column = column
+        return Anchor(report_path(src.path), line, column, end_line, end_column, where)
+    # A trace stack gives a line only; its column 0 is "unknown", not "the first character".
+    return Anchor(report_path(src.path), line, where=where)
+
+
+def trace_context(loc: TraceLocation) -> str:
+    """'rank 0, step 12' (the parts that are known; may be empty)."""
+    parts = []
+    if loc.rank is not None:
+        parts.append(f"rank {loc.rank}")
+    if loc.step is not None:
+        parts.append(f"step {loc.step}")
+    return ", ".join(parts)
+
+
+def trace_words(loc: TraceLocation) -> str:
+    """'trace.json.gz, rank 0, step 12'."""
+    return ", ".join(filter(None, (loc.path, trace_context(loc))))
+
+
+def anchored_message(finding: Finding, where: str) -> str:
+    return f"{finding.message} ({where})" if where else finding.message
+
+
+def trace_fields(loc: TraceLocation) -> dict:
+    return {"rank": loc.rank, "step": loc.step, "start_us": _finite(loc.start_us), "end_us": _finite(loc.end_us),
+            "event": loc.event}
+
+
+def verdict_line(summary: TraceSummary) -> str:
+    """'input-bound: GPU idle 81% of the step; ...' whether or not the analyzer's evidence already names the verdict."""
+    evidence = summary.evidence.strip()
+    if not evidence:
+        return summary.verdict
+    return evidence if evidence.startswith(f"{summary.verdict}:") else f"{summary.verdict}: {evidence}"
+
+
+def is_rank_summary(summary: TraceSummary, traces: Iterable[TraceSummary]) -> bool:
+    """A summary over the ranks of a directory: no rank of its own, and other summaries come from inside it."""
+    if summary.rank is not None:
+        return False
+    folder = Path(summary.path)
+    return any(t is not summary and folder in Path(t.path).parents for t in traces)
+
+
+def trace_summary_dict(summary: TraceSummary) -> dict:
+    return {"path": summary.path, "rank": summary.rank, "verdict": summary.verdict, "evidence": summary.evidence,
+            "metrics": summary.metrics, "warnings": list(summary.warnings)}
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is None or math.isfinite(value) else None
+
+
+def unique_fingerprints(findings: Iterable[Finding]) -> list[str]:
+    """One fingerprint per finding, distinct within a report: the engine's fingerprint (code, path, message; stable
+    when lines move) plus its occurrence number, because GitLab and GitHub merge results whose fingerprints are
+    equal, and two identical calls in one file give identical messages."""
+    seen: Counter[str] = Counter()
+    out = []
+    for finding in findings:
+        base = finding.fingerprint()
+        n = seen[base]
+        seen[base] += 1
+        out.append(base if n == 0 else hashlib.sha256(f"{base}\0{n}".encode()).hexdigest()[:16])
+    return out

@@ -1,0 +1,56 @@
+"""GitHub Actions workflow commands (``--format github``): one annotation per finding on the pull request.
+
+``::warning file=train.py,line=12,col=5,endLine=12,endColumn=17,title=TL101 item-in-loop::message``; severity
+error → ``::error``, warning → ``::warning``, info → ``::notice``. Values are escaped as the Actions toolkit
+escapes them (``%`` → ``%25``, CR → ``%0D``, LF → ``%0A``; in properties also ``:`` → ``%3A`` and ``,`` → ``%2C``)
+so a message cannot end the command early or inject another. A trace finding is annotated at its source line when
+the trace's Python stack gives one, else at the trace file. Each trace's verdict becomes a notice and each
+unreadable input an error, so that a CI log shows them where people look.
+"""
+from __future__ import annotations
+
+from tracelint.engine.finding import Finding, Severity
+from tracelint.engine.result import RunResult
+from tracelint.render._common import anchor, anchored_message, report_path, verdict_line
+
+_COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def command(name: str, message: str, **properties: object) -> str:
+    """``::name key=value,...::message`` with every part escaped; properties that are None are left out."""
+    props = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties.items() if value is not None)
+    return f"::{name}{' ' + props if props else ''}::{escape_data(message)}"
+
+
+def annotation(finding: Finding) -> str:
+    at = anchor(finding)
+    return command(
+        _COMMAND[finding.severity],
+        anchored_message(finding, at.where),
+        file=at.path,
+        line=at.line,
+        col=at.column,
+        endLine=at.end_line if at.exact else None,
+        endColumn=at.end_column,
+        title=f"{finding.code} {finding.name}",
+    )
+
+
+def render(result: RunResult) -> str:
+    lines = [annotation(f) for f in result.findings]
+    for summary in result.traces:
+        rank = f" (rank {summary.rank})" if summary.rank is not None else ""
+        lines.append(command("notice", verdict_line(summary), file=report_path(summary.path),
+                             title=f"tracelint verdict{rank}"))
+    for error in result.errors:
+        lines.append(command("error", error.message, file=report_path(error.path), line=error.line,
+                             title="tracelint: unreadable input"))
+    return "".join(line + "\n" for line in lines)

@@ -1,0 +1,89 @@
+"""The JSON report (``--format json``): a stable contract for scripts and CI.
+
+Version 1. Every key below is always present; a value that does not apply is ``null``. Non-finite numbers
+(NaN, ±inf, which traces do contain) are written as ``null``. New keys may be added within version 1; a key is
+never removed or changed in meaning without raising ``version``.
+
+::
+
+    {
+      "version": 1,
+      "files_checked": int,            # source files read
+      "fixed": int,                    # fixes written with --fix
+      "findings": [{
+        "code": "TL101",
+        "name": "item-in-loop",        # the rule's name in the catalog
+        "severity": "info" | "warning" | "error",
+        "message": str,
+        "origin": "source" | "trace",
+        "path": str,                   # the source file, or the trace file for a trace finding
+        "line": int | null,            # 1-based; null for a trace finding
+        "column": int | null,          # 1-based, as the text output shows it; null for a trace finding
+        "end_line": int | null,
+        "end_column": int | null,      # 1-based, exclusive
+        "cell": int | null,            # notebook cell (1-based, counting all cells); line/column count within it
+        "fingerprint": str,            # code + path + message: stable when lines move, equal for identical
+                                       # messages in one file
+        "fix": {"title": str, "safe": bool} | null,
+        "source": {"path": str, "line": int} | null,   # trace finding whose Python stack gives a source line
+        "trace": {"rank": int | null, "step": int | null, "start_us": float | null, "end_us": float | null,
+                  "event": str | null} | null,         # trace findings only
+        "details": {str: any}          # measured facts of the finding (may be empty)
+      }],
+      "traces": [{                     # one per trace file and rank
+        "path": str, "rank": int | null,
+        "verdict": str,                # e.g. "input-bound", "gpu-bound", "launch-bound"
+        "evidence": str,               # one sentence with the numbers behind the verdict
+        "metrics": {str: any},         # snake_case names carrying their unit: gpu_busy_pct, peak_memory_bytes, ...
+        "warnings": [str]
+      }],
+      "errors": [{"path": str, "message": str, "line": int | null}]   # inputs that could not be read
+    }
+"""
+from __future__ import annotations
+
+from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
+from tracelint.engine.result import RunResult
+from tracelint.render._common import dumps, trace_fields, trace_summary_dict
+
+VERSION = 1
+
+
+def render(result: RunResult) -> str:
+    return dumps(document(result)) + "\n"
+
+
+def document(result: RunResult) -> dict:
+    """The report as plain data (what ``render`` serializes)."""
+    return {
+        "version": VERSION,
+        "files_checked": result.files_checked,
+        "fixed": result.fixed,
+        "findings": [finding_dict(f) for f in result.findings],
+        "traces": [trace_summary_dict(s) for s in result.traces],
+        "errors": [{"path": e.path, "message": e.message, "line": e.line} for e in result.errors],
+    }
+
+
+def finding_dict(finding: Finding) -> dict:
+    loc = finding.location
+    span = loc if isinstance(loc, SourceLocation) else None
+    trace_src = loc.source if isinstance(loc, TraceLocation) else None
+    return {
+        "code": finding.code,
+        "name": finding.name,
+        "severity": str(finding.severity),
+        "message": finding.message,
+        "origin": finding.origin,
+        "path": finding.path,
+        "line": span.line if span else None,
+        "column": span.column + 1 if span else None,
+        "end_line": span.end_line if span else None,
+        "end_column": span.end_column + 1 if span and span.end_column is not None else None,
+        "cell": span.cell if span else None,
+        "fingerprint": finding.fingerprint(),
+        "fix": {"title": finding.fix.title, "safe": finding.fix.safe} if finding.fix else None,
+        "source": {"path": trace_src.path, "line": trace_src.line} if trace_src else None,
+        "trace": trace_fields(loc) if isinstance(loc, TraceLocation) else None,
+        "details": dict(finding.details),
+    }

@@ -1,0 +1,132 @@
+"""SARIF 2.1.0 (``--format sarif``), shaped for GitHub code scanning (``github/codeql-action/upload-sarif``).
+
+What GitHub requires, and where it comes from here:
+- ``$schema``, ``version`` "2.1.0", one run with ``tool.driver.name``, ``version`` and ``rules``;
+- each rule: ``id``, ``name``, ``shortDescription``, ``fullDescription``, ``help`` (markdown: the catalog
+  file; text: its summary), ``defaultConfiguration.level`` and ``properties`` (tags, ``problem.severity``);
+- each result: ``ruleId``, ``ruleIndex`` (into ``rules``), ``level``, ``message.text``, ``partialFingerprints`` and
+  exactly one location: ``physicalLocation.artifactLocation.uri`` (relative to the working directory, forward
+  slashes, percent-encoded) and ``region.startLine`` (≥ 1), with 1-based columns where the span is known.
+
+GitHub rejects a result without a location, and a trace finding is not a place in a source file. So a trace
+finding is pinned to the source line its Python stack gives when the trace has one (``with_stack=True``), and
+otherwise to line 1 of the trace file itself; either way the message names the trace, rank and step, and
+``properties.trace`` carries them as data. A notebook finding is pinned to line 1 of the notebook with its cell and
+line in the message, because a line within a cell is not a line of the .ipynb file.
+
+Unreadable inputs become ``invocations[0].toolExecutionNotifications`` (and ``executionSuccessful: false``); the
+trace verdicts and metrics ride along in ``runs[0].properties.traces`` (the JSON format's ``traces`` entries).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import quote
+
+from tracelint import __version__
+from tracelint.engine.catalog import RuleDoc, catalog
+from tracelint.engine.finding import Finding, Severity, TraceLocation
+from tracelint.engine.result import InputError, RunResult
+from tracelint.render._common import (
+    Anchor, anchor, anchored_message, dumps, report_path, trace_fields, trace_summary_dict, unique_fingerprints,
+)
+
+SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+LEVEL = {Severity.INFO: "note", Severity.WARNING: "warning", Severity.ERROR: "error"}
+# GitHub's own severity vocabulary for non-security results (shown in the code scanning UI).
+PROBLEM_SEVERITY = {Severity.INFO: "recommendation", Severity.WARNING: "warning", Severity.ERROR: "error"}
+FINGERPRINT_KEY = "tracelintFingerprint/v1"
+
+
+def render(result: RunResult) -> str:
+    return dumps(document(result)) + "\n"
+
+
+def document(result: RunResult) -> dict:
+    docs = catalog()
+    # Every catalog rule, plus any code a finding carries that the catalog lacks, so every ruleIndex resolves.
+    codes = sorted(set(docs) | {f.code for f in result.findings})
+    index = {code: i for i, code in enumerate(codes)}
+    fingerprints = unique_fingerprints(result.findings)
+    run = {
+        "tool": {"driver": {
+            "name": "tracelint",
+            "version": __version__,
+            "semanticVersion": __version__,
+            "rules": [_rule(code, docs.get(code)) for code in codes],
+        }},
+        "invocations": [_invocation(result.errors)],
+        "results": [_result(f, index[f.code], fp) for f, fp in zip(result.findings, fingerprints)],
+        "columnKind": "unicodeCodePoints",
+        "properties": {"traces": [trace_summary_dict(s) for s in result.traces]},
+    }
+    return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
+
+
+def _rule(code: str, doc: RuleDoc | None) -> dict:
+    if doc is None:
+        return {"id": code, "name": code, "shortDescription": {"text": code}, "fullDescription": {"text": code},
+                "help": {"text": code}, "properties": {"tags": ["performance"]}}
+    summary = doc.summary or doc.name
+    body = doc.text.split("\n---\n", 1)[-1].strip()
+    return {
+        "id": doc.code,
+        "name": doc.name,
+        "shortDescription": {"text": _first_sentence(summary)},
+        "fullDescription": {"text": summary},
+        "help": {"text": f"{summary} (`tracelint rule {doc.code}` prints the full documentation.)", "markdown": body},
+        "defaultConfiguration": {"level": LEVEL[doc.severity]},
+        "properties": {
+            "tags": list(dict.fromkeys(["performance", "pytorch", doc.family, *sorted(doc.implemented_by)])),
+            "problem.severity": PROBLEM_SEVERITY[doc.severity],
+        },
+    }
+
+
+def _first_sentence(text: str) -> str:
+    head, dot, _ = text.partition(". ")
+    return head + "." if dot else text
+
+
+def _result(finding: Finding, rule_index: int, fingerprint: str) -> dict:
+    at = anchor(finding)
+    out = {
+        "ruleId": finding.code,
+        "ruleIndex": rule_index,
+        "level": LEVEL[finding.severity],
+        "message": {"text": anchored_message(finding, at.where)},
+        "locations": [{"physicalLocation": _physical(at)}],
+        "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
+    }
+    if isinstance(finding.location, TraceLocation):
+        out["properties"] = {"origin": "trace", "trace": {"path": finding.path, **trace_fields(finding.location)}}
+    return out
+
+
+def _physical(at: Anchor) -> dict:
+    region: dict = {"startLine": at.line}
+    if at.column is not None:
+        region["startColumn"] = at.column
+        region["endLine"] = at.end_line or at.line
+        if at.end_column is not None:
+            region["endColumn"] = at.end_column
+    return {"artifactLocation": {"uri": artifact_uri(at.path)}, "region": region}
+
+
+@lru_cache(maxsize=4096)
+def artifact_uri(path: str) -> str:
+    """A relative URI reference for a path inside the working directory; a file: URI for one outside it."""
+    if Path(path).is_absolute():
+        return Path(path).as_uri()
+    return quote(path)
+
+
+def _invocation(errors: list[InputError]) -> dict:
+    notes = []
+    for error in errors:
+        location: dict = {"artifactLocation": {"uri": artifact_uri(report_path(error.path))}}
+        if error.line:
+            location["region"] = {"startLine": error.line}
+        notes.append({"level": "error", "message": {"text": error.message},
+                      "locations": [{"physicalLocation": location}]})
+    return {"executionSuccessful": not errors, "toolExecutionNotifications": notes}

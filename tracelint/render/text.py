@@ -1,0 +1,356 @@
+"""The human report (``--format text``, the default), in ruff's manner.
+
+When traces were analysed, the first line is the verdict with its evidence (what bounds the step, and the number
+that says so); then one block per trace and rank: its metrics in a compact table and its findings. Source findings
+follow as ``path:line:col: TL101 [*] message`` (``[*]``: a safe fix exists; columns 1-based; notebooks as
+``nb.ipynb:cell 3:4:5:``), and a last line counts them. Color only when stdout is a terminal and NO_COLOR is unset.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+from tabulate import tabulate
+
+from tracelint.engine.finding import Finding, Severity, SourceLocation, TraceLocation
+from tracelint.engine.result import RunResult, TraceSummary
+from tracelint.render._common import is_rank_summary, trace_context, verdict_line
+
+# Metrics shown first, in this order (by name prefix, then by substring); the rest keep the analyzer's order.
+METRIC_ORDER = (
+    "gpu_busy_pct", "gpu_busy", "gpu_idle", "idle", "h2d", "htod", "pageable", "pinned", "d2h", "dtoh", "sync",
+    "tensor_core", "matmul", "fp32", "step", "breakdown", "kernel", "launch", "peak_memory", "memory",
+    "device_memory",
+)
+_PAIRED_ABOVE = 6  # metrics beyond this count are laid out two per row
+
+
+# --- metric values ---------------------------------------------------------------------------------------------
+
+def metric_unit(key: str) -> str | None:
+    """The unit a metric's snake_case name carries: pct, bytes, us, ms or s (None: a plain number)."""
+    tokens = key.lower().replace(".", "_").split("_")
+    for unit in ("pct", "bytes", "us", "ms"):
+        if unit in tokens:
+            return unit
+    if "percent" in tokens:
+        return "pct"
+    if tokens[-1] in ("s", "sec", "seconds"):
+        return "s"
+    return None
+
+
+def format_metric(key: str, value: object) -> str:
+    """A metric value for people: 81.2%, 1.5 GiB, 812 µs, 12.3 ms, 1,024; n/a for None and NaN."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        number = float(value)
+        if math.isnan(number):
+            return "n/a"
+        if math.isinf(number):
+            return "inf" if number > 0 else "-inf"
+        unit = metric_unit(key)
+        if unit == "pct":
+            return f"{number:.1f}%"
+        if unit == "bytes":
+            return format_bytes(number)
+        if unit in ("us", "ms", "s"):
+            return format_seconds(number / {"us": 1e6, "ms": 1e3, "s": 1.0}[unit])
+        if isinstance(value, int):
+            return f"{value:,}"
+        return _sig3(number)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(format_metric(key, v) for v in value)
+    return str(value)
+
+
+def format_bytes(n: float) -> str:
+    if abs(n) < 1024:
+        return f"{n:.0f} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{_sig3(n)} {unit}"
+    raise AssertionError("unreachable")
+
+
+def format_seconds(s: float) -> str:
+    if abs(s) < 1e-3:
+        return f"{_sig3(s * 1e6)} µs"
+    if abs(s) < 1:
+        return f"{_sig3(s * 1e3)} ms"
+    return f"{_sig3(s)} s"
+
+
+def _sig3(x: float) -> str:
+    """About three significant digits, never in exponent notation."""
+    size = abs(x)
+    if x == int(x) and size < 1e15:
+        return f"{int(x):,}"
+    if size >= 1000:
+        return f"{x:,.0f}"
+    if size >= 100:
+        return f"{x:.0f}"
+    if size >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def flat_metrics(metrics: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
+    """(dotted name, value) of the scalar metrics, nested dicts flattened; lists of records are left to JSON."""
+    for key, value in metrics.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and all(isinstance(v, str) for v in value.values()):
+            yield name, _tally(value)  # e.g. the verdict of every rank: counted, not one row per rank
+        elif isinstance(value, dict):
+            yield from flat_metrics(value, name + ".")
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):
+            continue
+        else:
+            yield name, value
+
+
+def _tally(labels: dict) -> str:
+    if len(labels) <= 4:
+        return ", ".join(f"{k}: {v}" for k, v in labels.items())
+    return ", ".join(f"{v} ×{n}" for v, n in Counter(labels.values()).most_common())
+
+
+def ordered_metrics(metrics: dict) -> list[tuple[str, str]]:
+    """(name, formatted value), the important ones first (METRIC_ORDER). A time and its share of the same name
+    (``idle_host_sync_us`` and ``idle_host_sync_pct``) share one row; metrics that do not apply (None) are left
+    out (the JSON report keeps them)."""
+    items = {k: v for k, v in flat_metrics(metrics) if v is not None}
+
+    def rank(key: str) -> int:
+        for i, pattern in enumerate(METRIC_ORDER):
+            if key.startswith(pattern):
+                return i
+        for i, pattern in enumerate(METRIC_ORDER):
+            if pattern in key:
+                return len(METRIC_ORDER) + i
+        return 2 * len(METRIC_ORDER)
+
+    rows = []
+    for key in sorted(items, key=rank):
+        if key.endswith("_us") and f"{key[:-3]}_pct" in items:
+            continue  # shown beside its share
+        shown = format_metric(key.rsplit(".", 1)[-1], items[key])
+        if key.endswith("_pct") and f"{key[:-4]}_us" in items:
+            shown += f" ({format_metric('_us', items[key[:-4] + '_us'])})"
+        rows.append((key, shown))
+    return rows
+
+
+def metrics_table(metrics: dict, indent: str = "  ") -> list[str]:
+    rows = ordered_metrics(metrics)
+    if not rows:
+        return []
+    if len(rows) > _PAIRED_ABOVE:
+        half = (len(rows) + 1) // 2
+        left, right = rows[:half], rows[half:] + [("", "")] * (2 * half - len(rows))
+        table = [(a, b, "  " + c, d) for (a, b), (c, d) in zip(left, right)]
+        text = tabulate(table, tablefmt="plain", colalign=("left", "right", "left", "right"), disable_numparse=True)
+    else:
+        text = tabulate(rows, tablefmt="plain", colalign=("left", "right"), disable_numparse=True)
+    return [indent + line.rstrip() for line in text.splitlines()]
+
+
+# --- color -----------------------------------------------------------------------------------------------------
+
+def color_wanted() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+class _Paint:
+    """ANSI styles, or none at all."""
+
+    CODES = {"bold": "1", "dim": "2", "red": "31", "yellow": "33", "blue": "34", "cyan": "36", "green": "32"}
+    BY_SEVERITY = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "blue"}
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, text: str, *styles: str) -> str:
+        if not self.enabled or not styles:
+            return text
+        return f"\x1b[{';'.join(self.CODES[s] for s in styles)}m{text}\x1b[0m"
+
+    def code(self, finding: Finding) -> str:
+        return self(finding.code, "bold", self.BY_SEVERITY[finding.severity])
+
+
+# --- the report ------------------------------------------------------------------------------------------------
+
+def render(result: RunResult, *, color: bool | None = None) -> str:
+    paint = _Paint(color_wanted() if color is None else color)
+    lines: list[str] = []
+    placed: set[int] = set()
+    # The analyzer adds one summary over the ranks of a job directory: it gives the headline, its ranks the blocks.
+    overall = [s for s in result.traces if is_rank_summary(s, result.traces)]
+    ranks = [s for s in result.traces if not any(s is o for o in overall)]
+    if result.traces:
+        lines.append(headline(overall or ranks, paint))
+        blocks = _findings_by_trace(result.findings, ranks)
+        for i, summary in enumerate(ranks):
+            lines.append("")
+            lines.extend(_trace_block(summary, blocks.get(i, []), paint, with_evidence=len(result.traces) > 1))
+            placed.update(id(f) for f in blocks.get(i, []))
+        for summary in overall:
+            lines.append("")
+            lines.extend(_trace_block(summary, [], paint, with_evidence=len(overall) > 1))
+        if not overall and len(ranks) > 1:
+            lines.extend(["", spread_line(ranks)])
+    rest = [f for f in result.findings if id(f) not in placed]
+    if rest:
+        lines.append("")
+        for finding in rest:
+            lines.extend(finding_lines(finding, paint))
+    lines.append("")
+    lines.append(count_line(result, paint))
+    if lines[0] == "":
+        lines.pop(0)
+    return "\n".join(lines) + "\n"
+
+
+def headline(traces: list[TraceSummary], paint: _Paint) -> str:
+    """The first line: the verdict with its evidence; over several traces or ranks, the shared or mixed verdict."""
+    if len(traces) == 1:
+        return _bold_verdict(verdict_line(traces[0]), traces[0].verdict, paint)
+    labels = _labels(traces)
+    verdicts = Counter(s.verdict for s in traces)
+    noun = "ranks" if all(label.startswith("rank ") for label in labels) else "traces"
+    if len(verdicts) == 1:
+        worst = min(range(len(traces)), key=lambda i: _busy(traces[i]))
+        s = traces[worst]
+        evidence = _evidence(s)
+        return f"{paint(s.verdict, 'bold')} on all {len(traces)} {noun}: {evidence} ({labels[worst]})"
+    parts = []
+    for verdict, _n in verdicts.most_common():
+        where = ", ".join(labels[i] for i, s in enumerate(traces) if s.verdict == verdict)
+        parts.append(f"{paint(verdict, 'bold')} on {where}")
+    return f"mixed verdicts across {len(traces)} {noun}: " + "; ".join(parts)
+
+
+def _evidence(summary: TraceSummary) -> str:
+    """The evidence without the verdict word the analyzer may start it with."""
+    return verdict_line(summary).removeprefix(summary.verdict).removeprefix(":").strip()
+
+
+def _bold_verdict(line: str, verdict: str, paint: _Paint) -> str:
+    return paint(verdict, "bold") + line[len(verdict):] if line.startswith(verdict) else line
+
+
+def spread_line(traces: list[TraceSummary]) -> str:
+    """The summary over ranks: how many share each verdict and how far GPU busy time spreads."""
+    labels = _labels(traces)
+    verdicts = Counter(s.verdict for s in traces)
+    text = f"{len(traces)} traces: " + ", ".join(f"{v} ×{n}" for v, n in verdicts.most_common())
+    busy = [(i, _busy(s)) for i, s in enumerate(traces) if math.isfinite(_busy(s))]
+    if len(busy) > 1:
+        lo, hi = min(busy, key=lambda t: t[1]), max(busy, key=lambda t: t[1])
+        text += (f"; gpu_busy_pct {format_metric('gpu_busy_pct', lo[1])} ({labels[lo[0]]})"
+                 f" to {format_metric('gpu_busy_pct', hi[1])} ({labels[hi[0]]})")
+    return text
+
+
+def _busy(summary: TraceSummary) -> float:
+    value = summary.metrics.get("gpu_busy_pct")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.inf
+
+
+def _labels(traces: list[TraceSummary]) -> list[str]:
+    """'rank 3' when the ranks tell the traces apart, else 'path (rank 3)' / 'path'."""
+    ranks = [s.rank for s in traces]
+    if None not in ranks and len(set(ranks)) == len(ranks):
+        return [f"rank {r}" for r in ranks]
+    return [f"{s.path} (rank {s.rank})" if s.rank is not None else s.path for s in traces]
+
+
+def _findings_by_trace(findings: Iterable[Finding], traces: list[TraceSummary]) -> dict[int, list[Finding]]:
+    """Trace findings under the block of their trace and rank (a finding without a rank: the file's only block)."""
+    exact = {(s.path, s.rank): i for i, s in enumerate(traces)}
+    per_path = Counter(s.path for s in traces)
+    first = {}
+    for i, s in enumerate(traces):
+        first.setdefault(s.path, i)
+    out: dict[int, list[Finding]] = {}
+    for f in findings:
+        loc = f.location
+        if not isinstance(loc, TraceLocation):
+            continue
+        i = exact.get((loc.path, loc.rank))
+        if i is None and loc.rank is None and per_path[loc.path] == 1:
+            i = first[loc.path]
+        if i is not None:
+            out.setdefault(i, []).append(f)
+    return out
+
+
+def _trace_block(summary: TraceSummary, findings: list[Finding], paint: _Paint, *,
+                 with_evidence: bool) -> list[str]:
+    title = f"{summary.path} (rank {summary.rank})" if summary.rank is not None else summary.path
+    lines = [f"{paint(title, 'bold')}: {paint(summary.verdict, 'bold')}"]
+    if with_evidence and _evidence(summary):
+        lines.append(f"  {_evidence(summary)}")
+    lines.extend(metrics_table(summary.metrics))
+    lines.extend(f"  {paint('note', 'dim')}: {w}" for w in summary.warnings)
+    if findings:
+        lines.append("")
+        for finding in findings:
+            lines.extend(finding_lines(finding, paint))
+    return lines
+
+
+def finding_lines(finding: Finding, paint: _Paint) -> list[str]:
+    """``path:line:col: TL101 [*] message`` or ``trace.json.gz (rank 0, step 12): TL202 message``, then the
+    source line of a trace finding (``  --> train.py:42``) and its measured details (``  = key: value``)."""
+    loc = finding.location
+    fix = f" {paint('[*]', 'cyan')}" if finding.fix and finding.fix.safe else ""
+    if isinstance(loc, SourceLocation):
+        where = paint(f"{loc.path}:{_position(loc)}:", "bold")
+        lines = [f"{where} {paint.code(finding)}{fix} {finding.message}"]
+    else:
+        context = trace_context(loc)
+        where = paint(f"{loc.path}{f' ({context})' if context else ''}:", "bold")
+        lines = [f"{where} {paint.code(finding)}{fix} {finding.message}"]
+        if loc.source is not None:
+            lines.append(f"  {paint('-->', 'cyan')} {loc.source.path}:{_position(loc.source, column=False)}")
+    if finding.details:
+        facts = ", ".join(f"{k}: {format_metric(k, v)}" for k, v in finding.details)
+        lines.append(f"  {paint('=', 'dim')} {facts}")
+    return lines
+
+
+def _position(loc: SourceLocation, *, column: bool = True) -> str:
+    pos = f"{loc.line}:{loc.column + 1}" if column else str(loc.line)
+    return f"cell {loc.cell}:{pos}" if loc.cell is not None else pos
+
+
+def count_line(result: RunResult, paint: _Paint) -> str:
+    """ruff's closing line: 'Found 3 findings (2 fixable with --fix).' or 'All checks passed.'"""
+    n = len(result.findings)
+    fixable = sum(1 for f in result.findings if f.fix and f.fix.safe)
+    hidden = sum(1 for f in result.findings if f.fix and not f.fix.safe)
+    if result.fixed:
+        total = n + result.fixed
+        text = f"Found {_plural(total, 'finding')} ({result.fixed} fixed, {n} remaining)."
+    elif n:
+        text = f"Found {_plural(n, 'finding')}" + (f" ({fixable} fixable with --fix)." if fixable else ".")
+    elif result.errors:
+        return f"No findings, but {_plural(len(result.errors), 'input')} could not be read."
+    else:
+        return paint("All checks passed.", "green", "bold")
+    if hidden:
+        text += f" ({_plural(hidden, 'hidden fix', 'hidden fixes')} can be enabled with --unsafe-fixes.)"
+    return text
+
+
+def _plural(n: int, word: str, words: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (words or word + 's')}"
