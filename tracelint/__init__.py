@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["analyze_trace", "lint_paths", "__version__"]
+__all__ = ["analyze_trace", "lint_paths", "on_trace_ready", "__version__"]
 
 
 def __getattr__(name: str):
@@ -23,4 +23,8 @@ def __getattr__(name: str):
         from tracelint.trace import analyze_trace
 
         return analyze_trace
+    if name == "on_trace_ready":
+        from tracelint.trace.profiler import on_trace_ready
+
+        return on_trace_ready
     raise AttributeError(name)

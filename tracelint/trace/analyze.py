@@ -1,0 +1,230 @@
+"""The trace analyzer's front door: a trace file in, a Report (verdict, metrics, findings per rank) out.
+
+``analyze_trace(path)`` reads one file: one TraceAnalysis (and TraceSummary) per device with GPU activity — one for
+a CPU-only trace, whose verdict is ``unknown`` — then runs every discovered TraceRule on each.
+
+``analyze_paths(paths)`` reads many: a file gives one Report; a directory gives one per ``*.trace.json[.gz]`` in it
+(every ``*.json``/``*.json.gz`` when it has none). Reports whose files sit in one directory and look like the ranks of one job (same world size, distinct
+ranks, profiled within ten minutes of each other) are followed by one more Report for that directory, the rank
+summary: its verdict is the slowest rank's (largest mean step time), and its metrics give the spread across ranks.
+An unreadable file becomes an InputError, never an exception.
+"""
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracelint.engine import Config, Finding, InputError, TraceSummary, discover
+from tracelint.trace.load import TraceReadError, open_trace
+from tracelint.trace.metrics import DEFAULT_MIN_GAP_US, TraceAnalysis, analyze_device
+from tracelint.trace.model import TraceModel, build_model
+from tracelint.trace.rule import TraceRule
+from tracelint.trace.verdict import decide
+
+_SAME_JOB_SECONDS = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What one trace file (or one multi-rank directory) gives: per-rank summaries, findings, warnings."""
+
+    path: str
+    summaries: list[TraceSummary]
+    findings: list[Finding] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
+    analyses: list[TraceAnalysis] = field(default_factory=list, repr=False)  # empty for a rank summary
+
+    @property
+    def verdict(self) -> str:
+        return self.summaries[0].verdict
+
+    @property
+    def evidence(self) -> str:
+        return self.summaries[0].evidence
+
+    @property
+    def metrics(self) -> dict:
+        return self.summaries[0].metrics
+
+    @property
+    def truncated(self) -> bool:
+        return any(a.truncated for a in self.analyses)
+
+
+def analyze_trace(path, *, config: Config | None = None) -> Report:
+    """Analyze one trace file; raises TraceReadError when it is not a readable trace."""
+    config = config or Config()
+    path = Path(path)
+    trace = open_trace(path)
+    # The model is a million small acyclic tuples: the cyclic garbage collector would rescan them over and over
+    # while they are built (that alone doubles the analysis time), and there is nothing cyclic for it to free.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        try:
+            model = build_model(trace.iter_chunks(), lambda: trace.meta)
+        finally:
+            trace.close()
+        warnings = list(trace.warnings)
+        if model.skipped_events:
+            warnings.append(f"{model.skipped_events} events with unreadable fields were skipped")
+        return report_from_model(str(path), model, config=config, warnings=tuple(warnings), truncated=trace.truncated)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def report_from_model(path: str, model: TraceModel, *, config: Config | None = None, warnings: tuple[str, ...] = (),
+                      truncated: bool = False) -> Report:
+    """The Report of an already built model (tests build models from event lists)."""
+    config = config or Config()
+    min_gap = config.threshold("min-idle-gap-us", DEFAULT_MIN_GAP_US)
+    devices = _devices_by_activity(model) or [None]
+    analyses = []
+    for device in devices:
+        analysis = analyze_device(path, model, device, min_gap_us=min_gap, warnings=warnings, truncated=truncated)
+        verdict = decide(analysis.metrics, config, cpu_only=device is None, min_gap_us=min_gap)
+        analysis.verdict, analysis.evidence = verdict.kind, verdict.evidence
+        analyses.append(analysis)
+    findings = _run_rules(analyses, config)
+    summaries = [TraceSummary(path, a.verdict, a.evidence, a.metrics, rank=a.rank, warnings=warnings)
+                 for a in analyses]
+    return Report(path, summaries, findings, warnings, analyses)
+
+
+def _devices_by_activity(model: TraceModel) -> list[int]:
+    """Devices with GPU work, the busiest first (its summary is the Report's headline)."""
+    busy: dict[int, float] = {}
+    for g in model.gpu:
+        busy[g.device] = busy.get(g.device, 0.0) + (g.end - g.start)
+    return sorted(busy, key=lambda d: (-busy[d], d))
+
+
+def _run_rules(analyses: list[TraceAnalysis], config: Config) -> list[Finding]:
+    rules = [cls() for cls in discover("tracelint.trace.rules", TraceRule) if config.enabled(cls.code)]
+    seen: set[tuple] = set()
+    findings: list[Finding] = []
+
+    def add(finding: Finding) -> None:
+        kept = config.apply(finding)
+        key = (finding.code, finding.location, finding.message)
+        if kept is not None and key not in seen:  # file-level rules fire once per device: keep one
+            seen.add(key)
+            findings.append(kept)
+
+    for analysis in analyses:
+        for rule in rules:
+            for finding in rule.check(analysis, config):
+                add(finding)
+    findings.sort(key=Finding.sort_key)
+    return findings
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _trace_files(directory: Path) -> list[Path]:
+    """The traces of a folder: its ``*.trace.json[.gz]`` files when it has any (so that a manifest or config next
+    to them is not read as a trace), else every ``*.json`` / ``*.json.gz``."""
+    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")))
+    traces = [p for p in files if p.name.endswith((".trace.json", ".trace.json.gz"))]
+    return traces or files
+
+
+def analyze_paths(paths: Iterable, *, config: Config | None = None, progress: bool = False) -> Iterator[Report | InputError]:
+    """A Report per trace file (directories: every *.json / *.json.gz in them), then the rank summaries."""
+    config = config or Config()
+    by_dir: dict[Path, list[Report]] = {}
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files = _trace_files(path)
+            if not files:
+                yield InputError(str(path), "no *.json or *.json.gz trace in this directory")
+        elif path.exists():
+            files = [path]
+        else:
+            yield InputError(str(path), "no such file or directory")
+            continue
+        for file in files:
+            if progress:
+                print(f"tracelint: analyzing {file}", file=sys.stderr, flush=True)
+            try:
+                report = analyze_trace(file, config=config)
+            except TraceReadError as exc:
+                yield InputError(str(file), str(exc))
+                continue
+            except OSError as exc:
+                yield InputError(str(file), exc.strerror or str(exc))
+                continue
+            by_dir.setdefault(file.parent, []).append(report)
+            yield report
+    for directory, reports in by_dir.items():
+        summary = rank_summary(directory, reports)
+        if summary is not None:
+            yield summary
+
+
+def _job_key(report: Report) -> tuple | None:
+    a = report.analyses[0] if report.analyses else None
+    if a is None or a.rank is None or a.model.world_size is None:
+        return None
+    return (a.model.world_size,)
+
+
+def _start(report: Report) -> float | None:
+    model = report.analyses[0].model
+    firsts = [seq[0].start for seq in (model.steps, model.ops, model.gpu) if seq]
+    return min(firsts) if firsts else None
+
+
+def rank_summary(directory: Path, reports: list[Report]) -> Report | None:
+    """One Report over the ranks of one job in ``directory``, or None when the reports are not such ranks."""
+    groups: dict[tuple, list[Report]] = {}
+    for report in reports:
+        key = _job_key(report)
+        if key is not None:
+            groups.setdefault(key, []).append(report)
+    for key, members in groups.items():
+        ranks = [m.analyses[0].rank for m in members]
+        starts = [s for s in map(_start, members) if s is not None]
+        # Trace clocks are µs since the epoch (or since boot) on every rank of one job: ranks profiled at the
+        # same time start within minutes of each other; unrelated files in one folder do not.
+        if len(members) < 2 or len(set(ranks)) != len(ranks) or len(starts) != len(members):
+            continue
+        if max(starts) - min(starts) > _SAME_JOB_SECONDS * 1e6:
+            continue
+        return _summarize_ranks(directory, members)
+    return None
+
+
+def _summarize_ranks(directory: Path, members: list[Report]) -> Report:
+    def step_time(report: Report) -> float:
+        m = report.metrics
+        return m.get("step_cpu_us_mean") or m.get("step_gpu_span_us_mean") or 0.0
+
+    ordered = sorted(members, key=step_time)
+    fastest, slowest = ordered[0], ordered[-1]
+    slow_t, fast_t = step_time(slowest), step_time(fastest)
+    spread = round(100.0 * (slow_t - fast_t) / fast_t, 1) if fast_t else None
+    busy = [r.metrics.get("gpu_busy_pct") for r in members if r.metrics.get("gpu_busy_pct") is not None]
+    metrics = {
+        "ranks": len(members),
+        "world_size": slowest.analyses[0].model.world_size,
+        "slowest_rank": slowest.analyses[0].rank,
+        "fastest_rank": fastest.analyses[0].rank,
+        "step_cpu_us_max": slow_t,
+        "step_cpu_us_min": fast_t,
+        "step_spread_pct": spread,
+        "gpu_busy_pct_min": min(busy) if busy else None,
+        "gpu_busy_pct_max": max(busy) if busy else None,
+        "verdicts": {r.analyses[0].rank: r.verdict for r in members},
+    }
+    evidence = (f"{slowest.verdict}: slowest of {len(members)} ranks is rank {metrics['slowest_rank']} "
+                f"({slow_t / 1000:.1f} ms per step, {spread if spread is not None else '?'}% over the fastest); "
+                f"{slowest.evidence.partition(': ')[2]}")
+    summary = TraceSummary(str(directory), slowest.verdict, evidence, metrics, rank=None)
+    return Report(str(directory), [summary])

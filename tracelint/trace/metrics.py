@@ -1,0 +1,520 @@
+"""Per-device metrics of a trace model: what the GPU did during the profiled steps, and why it waited.
+
+Definitions, exactly as computed (times in µs of the trace clock; "launched in a step" means the runtime/driver
+call that launched the work starts inside that step's CPU ``ProfilerStep#N`` span; without steps the whole trace is
+one window, step 0, and every GPU event counts as launched in it):
+
+- ``steps``: number of ProfilerStep spans (1 for a trace without steps). ``step_cpu_us_mean``: mean CPU span of a
+  step. ``step_gpu_span_us_mean``: mean, over steps, of first start to last end of the GPU work launched in it.
+- ``gpu_window_us``: first start to last end of the device's kernels/copies/memsets launched in the steps.
+- ``gpu_busy_us`` / ``gpu_busy_pct``: length of the union of every kernel, copy and memset interval of the device
+  (any stream, whatever launched it), clipped to the window; percent of ``gpu_window_us``.
+- ``gpu_idle_us``: window minus busy. Idle gaps are the holes in that union. A gap shorter than
+  ``min_gap_us`` (5 µs; threshold ``min-idle-gap-us``) is device-side scheduling between back-to-back work and is
+  counted as ``idle_short_gap_us``. A longer gap is charged to the host thread that launched the work ending it
+  (the main thread when that launch is unknown), split by what that thread did during the gap:
+  ``data_wait`` = time inside ``enumerate(DataLoader)#…__next__``; ``host_sync`` = the rest of the gap when the
+  gap began while the thread was blocked in a device synchronization (cudaStreamSynchronize, cudaDeviceSynchronize,
+  cudaEventSynchronize, a blocking cudaMemcpy, their hip/cu twins — what ``.item()``/``.cpu()`` do: the sync drained
+  the queue, so everything until the next launch is its cost), else the time the gap overlaps such a call;
+  ``launch_overhead`` = of what remains, the time the thread was inside any CPU op or runtime call (issuing
+  work: CPU-bound); ``other`` = the rest, when it ran no profiled op (Python between ops, un-profiled work, sleep).
+  ``idle_<cause>_us`` and ``idle_<cause>_pct`` (percent of ``gpu_idle_us``; the five parts sum to 100).
+  ``idle_gap_count``: gaps of at least ``min_gap_us``.
+- ``h2d_bytes`` / ``h2d_time_us``: bytes and summed duration of host-to-device copies (``HtoD`` in the name)
+  launched in the steps; ``h2d_pageable_*`` / ``h2d_pinned_*`` the part from pageable / pinned host memory (ROCm's
+  ``Host -> Device`` says neither). ``h2d_pct_of_gpu_busy``: union of the HtoD copy intervals in the window over
+  ``gpu_busy_us``. ``dtoh_count`` / ``dtoh_per_step``: device-to-host copies launched in the steps.
+- ``kernel_count``, ``kernels_per_step``, ``kernel_time_us`` (summed durations), ``mean_kernel_us``: kernels
+  launched in the steps. ``launch_delay_us``: median of kernel start minus its launch call's start.
+- ``tensor_core_pct``: kernel time of kernels ``classify_kernel`` puts on Tensor Cores over all kernel time.
+  ``matmul_time_us``: time of matmul and conv kernels; ``matmul_tensor_core_pct``: their Tensor Core part over it
+  (None without matmul/conv kernels); ``fp32_matmul_off_tc_pct``: their plain-fp32 CUDA-core part over it.
+- ``host_syncs_per_step``: device synchronization calls (list above) made inside the steps, per step.
+- Step breakdown (host timeline, per step, then the mean over steps; ``breakdown_<part>_us`` and ``_pct`` of the
+  step's CPU span): ``data`` = union of the main thread's DataLoader ``__next__`` spans; ``optimizer`` = union of
+  ``Optimizer.step#…`` and ``Optimizer.zero_grad#…`` spans; ``backward`` = from the first to the last autograd op
+  of the step (``autograd::engine::evaluate_function: …``, ``*Backward<N>``, ``AccumulateGrad``; any thread),
+  less data and optimizer time; ``forward`` = from the end of the last data span before the backward (or the step
+  start) to the backward's start — to the step end when the step has no backward — less optimizer time;
+  ``other`` = the rest of the step.
+- ``peak_memory_bytes``: largest ``Total Allocated`` of the device's ``[memory]`` events (None without them);
+  ``device_memory_bytes``: ``totalGlobalMem`` of the device; ``peak_memory_pct``: their ratio.
+  ``allocations_per_step``: device allocations (``[memory]`` events with positive bytes) inside steps, per step.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import NamedTuple
+
+from tracelint.engine import SourceLocation, TraceLocation
+from tracelint.trace.model import KERNEL, MEMCPY, SYNC_CALLS, GpuEvent, Op, TraceModel
+
+DEFAULT_MIN_GAP_US = 5.0
+CAUSES = ("data_wait", "host_sync", "launch_overhead", "other", "short_gap")
+_BACKWARD = re.compile(r"Backward\d*$")
+_SYNC_TOLERANCE_US = 20.0  # the host's sync returns a few µs after the GPU's last work ends
+
+
+class Gap(NamedTuple):
+    """A hole of at least ``min_gap_us`` in the device's busy union; ``tid`` is the thread it is charged to."""
+
+    start: float
+    end: float
+    cause: str  # the largest part of its split
+    tid: object
+    step: int | None  # step of the work that ends the gap
+
+
+class StepStats(NamedTuple):
+    index: int
+    number: int | None
+    cpu_start: float
+    cpu_end: float
+    gpu_start: float | None
+    gpu_end: float | None
+    kernels: int
+    dtoh_copies: int
+    host_syncs: int
+    allocations: int
+    breakdown: dict  # part -> µs (data, forward, backward, optimizer, other)
+
+    @property
+    def cpu_us(self) -> float:
+        return self.cpu_end - self.cpu_start
+
+    @property
+    def gpu_span_us(self) -> float | None:
+        return None if self.gpu_start is None else self.gpu_end - self.gpu_start
+
+
+@dataclass(slots=True)
+class TraceAnalysis:
+    """One device of one trace: the model, this device's GPU events, its metrics, gaps and steps.
+
+    This is what every TraceRule's ``check(analysis, config)`` gets.
+    """
+
+    path: str
+    model: TraceModel
+    device: int | None
+    gpu_events: list[GpuEvent]  # this device's, sorted by start
+    metrics: dict[str, object]
+    gaps: list[Gap]
+    steps: list[StepStats]
+    window: tuple[float, float] | None
+    verdict: str = "unknown"
+    evidence: str = ""
+    warnings: tuple[str, ...] = ()  # the loader's notes (truncation, repaired values, skipped events)
+    truncated: bool = False  # the file ended early (a killed run): the last step may be partial
+    _kernel_classes: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def rank(self) -> int | None:
+        return self.model.rank
+
+    @property
+    def has_steps(self) -> bool:
+        return self.model.has_steps
+
+    @property
+    def main_tid(self) -> object | None:
+        return self.model.main_tid
+
+    def kernel_class(self, name: str):
+        """``tracelint.trace.kernels.classify_kernel`` of a kernel name, cached per name, with the device's arch."""
+        kc = self._kernel_classes.get(name)
+        if kc is None:
+            from tracelint.trace.kernels import classify_kernel
+
+            props = self.model.devices.get(self.device) if self.device is not None else None
+            kc = self._kernel_classes[name] = classify_kernel(name, props.compute_major if props else None)
+        return kc
+
+    def step_number(self, index: int | None) -> int | None:
+        """The ProfilerStep number of a step index (None for the whole-trace window)."""
+        if index is None or not self.model.steps:
+            return None
+        return self.model.steps[index].number
+
+    def source_at(self, tid: object, ts: float, op: Op | None = None) -> SourceLocation | None:
+        """The innermost user-code line on ``tid`` at host time ``ts`` (with_stack traces), if the trace has one."""
+        frame = self.model.user_frame(tid, ts)
+        if frame is not None:
+            return SourceLocation(frame.file, frame.line)
+        if op is not None and op.stack:
+            file, _, rest = op.stack.rpartition("(")
+            line = rest.split(")", 1)[0]
+            if file and line.isdigit():
+                return SourceLocation(file, int(line))
+        return None
+
+    def location(self, *, step: int | None = None, start: float | None = None, end: float | None = None,
+                 event: str | None = None, tid: object = None, op: Op | None = None) -> TraceLocation:
+        """A TraceLocation in this trace; ``step`` is a step index; ``tid``/``op`` give it a source line."""
+        if op is not None:
+            tid = op.tid if tid is None else tid
+            start = op.start if start is None else start
+            end = op.end if end is None else end
+            event = op.name if event is None else event
+        source = self.source_at(tid, start, op) if tid is not None and start is not None else None
+        return TraceLocation(self.path, rank=self.rank, step=self.step_number(step), start_us=start, end_us=end,
+                             event=event, source=source)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# interval helpers: sorted disjoint intervals as two parallel lists
+
+
+def merge(intervals: Iterable[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """The union of (start, end) intervals as sorted disjoint (starts, ends)."""
+    starts: list[float] = []
+    ends: list[float] = []
+    for s, e in sorted(intervals):
+        if e <= s:
+            continue
+        if ends and s <= ends[-1]:
+            if e > ends[-1]:
+                ends[-1] = e
+        else:
+            starts.append(s)
+            ends.append(e)
+    return starts, ends
+
+
+def overlap(union: tuple[list[float], list[float]], a: float, b: float) -> float:
+    """Length of [a, b] covered by a merged union."""
+    starts, ends = union
+    i = bisect_right(ends, a)
+    total = 0.0
+    while i < len(starts) and starts[i] < b:
+        total += min(ends[i], b) - max(starts[i], a)
+        i += 1
+    return total
+
+
+def _containing(union: tuple[list[float], list[float]], ts: float, tolerance: float) -> bool:
+    starts, ends = union
+    i = bisect_left(ends, ts - tolerance)
+    return i < len(starts) and starts[i] <= ts + tolerance
+
+
+def _pct(part: float | None, whole: float | None) -> float | None:
+    if part is None or not whole:
+        return None
+    return round(100.0 * part / whole, 2)
+
+
+def _r(x: float | None, digits: int = 1) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def is_dataloader_next(name: str) -> bool:
+    return "DataLoader" in name and "__next__" in name
+
+
+def is_optimizer(name: str) -> bool:
+    return name.startswith(("Optimizer.step#", "Optimizer.zero_grad#"))
+
+
+@lru_cache(maxsize=65536)
+def is_backward(name: str) -> bool:
+    """An autograd op: the engine's evaluate_function, a grad node (``MmBackward0``), or AccumulateGrad."""
+    return (name.startswith("autograd::engine::evaluate_function") or name.endswith("AccumulateGrad")
+            or (not name.startswith("aten::") and _BACKWARD.search(name) is not None))
+
+
+def is_host_sync(name: str) -> bool:
+    return name in SYNC_CALLS
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_us: float = DEFAULT_MIN_GAP_US,
+                   warnings: tuple[str, ...] = (), truncated: bool = False) -> TraceAnalysis:
+    """Compute the metrics of one device (None: a trace with no GPU activity) of a trace model."""
+    events = [g for g in model.gpu if g.device == device] if device is not None else []
+    launched = [g for g in events if g.step is not None]
+    window = (min(g.start for g in launched), max(g.end for g in launched)) if launched else None
+    n_windows = len(model.steps) or 1
+
+    m: dict[str, object] = {
+        "device": device,
+        "device_name": model.devices[device].name if device in model.devices else None,
+        "rank": model.rank,
+        "world_size": model.world_size,
+        "has_steps": model.has_steps,
+        "steps": n_windows,
+        "gpu_events": len(events),
+    }
+    analysis = TraceAnalysis(path, model, device, events, m, [], [], window, warnings=warnings, truncated=truncated)
+
+    busy_starts, busy_ends, first_event = _busy_union(events, window)
+    busy = sum(e - s for s, e in zip(busy_starts, busy_ends))
+    window_us = window[1] - window[0] if window else None
+    m["gpu_window_us"] = _r(window_us)
+    m["gpu_busy_us"] = _r(busy) if window else None
+    m["gpu_busy_pct"] = _pct(busy, window_us)
+    idle = (window_us - busy) if window else None
+    m["gpu_idle_us"] = _r(idle)
+
+    split, gaps = _idle_causes(model, busy_starts, busy_ends, first_event, min_gap_us)
+    analysis.gaps.extend(gaps)
+    m["idle_gap_count"] = len(gaps)
+    if idle is not None:
+        split["short_gap"] = max(0.0, idle - sum(split.values()))
+    for cause in CAUSES:
+        m[f"idle_{cause}_us"] = _r(split.get(cause)) if window else None
+        m[f"idle_{cause}_pct"] = _pct(split.get(cause, 0.0), idle) if window else None
+
+    _copy_metrics(m, launched, window, busy, n_windows)
+    _kernel_metrics(analysis, launched, n_windows)
+    analysis.steps.extend(_step_stats(model, launched, device))
+    _step_metrics(m, analysis.steps, n_windows)
+    _memory_metrics(m, model, device, n_windows)
+    return analysis
+
+
+def _busy_union(events: list[GpuEvent], window) -> tuple[list[float], list[float], list[GpuEvent]]:
+    """The merged busy intervals inside the window, and the event that opens each of them."""
+    starts: list[float] = []
+    ends: list[float] = []
+    first: list[GpuEvent] = []
+    if window is None:
+        return starts, ends, first
+    w0, w1 = window
+    for g in events:  # sorted by start
+        s = g.start if g.start > w0 else w0
+        e = g.end if g.end < w1 else w1
+        if e <= s:
+            continue
+        if ends and s <= ends[-1]:
+            if e > ends[-1]:
+                ends[-1] = e
+        else:
+            starts.append(s)
+            ends.append(e)
+            first.append(g)
+    return starts, ends, first
+
+
+def _idle_causes(model: TraceModel, starts, ends, first, min_gap_us: float) -> tuple[dict[str, float], list[Gap]]:
+    main_tid = model.main_tid
+    unions: dict[object, tuple] = {}  # tid -> (DataLoader waits, syncs, any activity), each a merged union
+
+    calls_by_tid: dict[object, list] = {}
+    for call in model.runtime:
+        calls_by_tid.setdefault(call.tid, []).append(call)
+
+    def unions_of(tid):
+        found = unions.get(tid)
+        if found is None:
+            ops = model.ops_on(tid)[1]
+            calls = calls_by_tid.get(tid, [])
+            found = unions[tid] = (
+                merge((o.start, o.end) for o in ops if is_dataloader_next(o.name)),
+                merge((c.start, c.end) for c in calls if c.name in SYNC_CALLS),
+                merge([(o.start, o.end) for o in ops] + [(c.start, c.end) for c in calls]),
+            )
+        return found
+
+    data_wait = host_sync = launch = other = 0.0
+    gaps: list[Gap] = []
+    for i in range(1, len(starts)):
+        a, b = ends[i - 1], starts[i]
+        if b - a < min_gap_us:
+            continue
+        opener = first[i]
+        tid = opener.launch.tid if opener.launch is not None else main_tid
+        data, syncs, active = unions_of(tid)
+        d = overlap(data, a, b) if data[0] else 0.0
+        rest = (b - a) - d
+        if syncs[0]:
+            h = rest if _containing(syncs, a, _SYNC_TOLERANCE_US) else min(rest, overlap(syncs, a, b))
+        else:
+            h = 0.0
+        rest -= h
+        lo = ot = 0.0
+        if rest > 0:
+            lo = min(rest, max(0.0, overlap(active, a, b) - d))
+            ot = rest - lo
+        data_wait += d
+        host_sync += h
+        launch += lo
+        other += ot
+        parts = (d, h, lo, ot)
+        gaps.append(Gap(a, b, CAUSES[parts.index(max(parts))], tid, opener.step))
+    return {"data_wait": data_wait, "host_sync": host_sync, "launch_overhead": launch, "other": other}, gaps
+
+
+def _is_h2d(name: str) -> bool:
+    return "HtoD" in name or "Host -> Device" in name
+
+
+def _copy_metrics(m: dict, launched: list[GpuEvent], window, busy: float, n_windows: int) -> None:
+    h2d = [g for g in launched if g.kind == MEMCPY and _is_h2d(g.name)]
+    pageable = [g for g in h2d if "Pageable" in g.name]
+    pinned = [g for g in h2d if "Pinned" in g.name]
+
+    def total_bytes(items):
+        return sum(g.bytes or 0 for g in items)
+
+    def total_time(items):
+        return _r(sum(g.end - g.start for g in items))
+
+    m["h2d_count"] = len(h2d)
+    m["h2d_bytes"] = total_bytes(h2d)
+    m["h2d_time_us"] = total_time(h2d)
+    m["h2d_pageable_bytes"] = total_bytes(pageable)
+    m["h2d_pageable_time_us"] = total_time(pageable)
+    m["h2d_pinned_bytes"] = total_bytes(pinned)
+    m["h2d_pinned_time_us"] = total_time(pinned)
+    if window:
+        w0, w1 = window
+        starts, ends = merge((max(g.start, w0), min(g.end, w1)) for g in h2d)
+        m["h2d_pct_of_gpu_busy"] = _pct(sum(e - s for s, e in zip(starts, ends)), busy)
+    else:
+        m["h2d_pct_of_gpu_busy"] = None
+    dtoh = sum(1 for g in launched if g.kind == MEMCPY and ("DtoH" in g.name or "Device -> Host" in g.name))
+    m["dtoh_count"] = dtoh
+    m["dtoh_per_step"] = round(dtoh / n_windows, 2)
+
+
+def _kernel_metrics(analysis: TraceAnalysis, launched: list[GpuEvent], n_windows: int) -> None:
+    from tracelint.trace.kernels import CONV, MATMUL
+
+    m = analysis.metrics
+    kernels = [g for g in launched if g.kind == KERNEL]
+    total = tc = mm = mm_tc = mm_fp32 = 0.0
+    for k in kernels:
+        d = k.end - k.start
+        kc = analysis.kernel_class(k.name)
+        total += d
+        if kc.tensor_core:
+            tc += d
+        if kc.op in (MATMUL, CONV):
+            mm += d
+            if kc.tensor_core:
+                mm_tc += d
+            elif kc.fp32_off_tensor_cores:
+                mm_fp32 += d
+    delays = [k.start - k.launch.start for k in kernels if k.launch is not None]
+    m["kernel_count"] = len(kernels)
+    m["kernels_per_step"] = round(len(kernels) / n_windows, 1)
+    m["kernel_time_us"] = _r(total)
+    m["mean_kernel_us"] = _r(total / len(kernels), 2) if kernels else None
+    m["launch_delay_us"] = _r(statistics.median(delays)) if delays else None
+    m["tensor_core_pct"] = _pct(tc, total)
+    m["matmul_time_us"] = _r(mm)
+    m["matmul_tensor_core_pct"] = _pct(mm_tc, mm)
+    m["fp32_matmul_off_tc_pct"] = _pct(mm_fp32, mm)
+
+
+def _step_stats(model: TraceModel, launched: list[GpuEvent], device: int | None) -> list[StepStats]:
+    if model.steps:
+        spans = [(i, s.number, s.start, s.end) for i, s in enumerate(model.steps)]
+    else:
+        firsts = [x[0].start for x in (model.ops, model.runtime, model.gpu) if x]
+        lasts = [max(x.end for x in seq) for seq in (model.ops, model.runtime, model.gpu) if seq]
+        if not firsts:
+            return []
+        spans = [(0, None, min(firsts), max(lasts))]
+    n = len(spans)
+    gpu_lo: list[float | None] = [None] * n
+    gpu_hi: list[float | None] = [None] * n
+    kernels = [0] * n
+    dtoh = [0] * n
+    for g in launched:
+        i = g.step
+        if gpu_lo[i] is None or g.start < gpu_lo[i]:
+            gpu_lo[i] = g.start
+        if gpu_hi[i] is None or g.end > gpu_hi[i]:
+            gpu_hi[i] = g.end
+        if g.kind == KERNEL:
+            kernels[i] += 1
+        elif g.kind == MEMCPY and "DtoH" in g.name:
+            dtoh[i] += 1
+    syncs = [0] * n
+    for c in model.runtime:
+        if c.name in SYNC_CALLS:
+            i = model.step_at(c.start)
+            if i is not None:
+                syncs[i] += 1
+    allocs = [0] * n
+    for sample in model.memory:
+        if sample.bytes > 0 and (device is None or sample.device == device):
+            i = model.step_at(sample.ts)
+            if i is not None:
+                allocs[i] += 1
+    breakdowns = _breakdowns(model, spans)
+    return [StepStats(i, number, s, e, gpu_lo[i], gpu_hi[i], kernels[i], dtoh[i], syncs[i], allocs[i], breakdowns[i])
+            for i, number, s, e in spans]
+
+
+def _breakdowns(model: TraceModel, spans) -> list[dict]:
+    main = model.main_tid
+    main_ops = model.ops_on(main)[1]
+    data = merge((o.start, o.end) for o in main_ops if is_dataloader_next(o.name))
+    optim = merge((o.start, o.end) for o in main_ops if is_optimizer(o.name))
+    backward = [o for o in model.ops if is_backward(o.name)]  # sorted by start
+    bw_starts = [o.start for o in backward]
+    out = []
+    for _, _, s, e in spans:
+        length = e - s
+        d = overlap(data, s, e)
+        opt = overlap(optim, s, e)
+        lo, hi = bisect_left(bw_starts, s), bisect_right(bw_starts, e)
+        if lo < hi:
+            b0 = backward[lo].start
+            b1 = min(e, max(o.end for o in backward[lo:hi]))
+            bw = max(0.0, (b1 - b0) - overlap(data, b0, b1) - overlap(optim, b0, b1))
+        else:
+            b0 = e
+            bw = 0.0
+        # forward begins where the last data wait before the backward ends (or at the step start)
+        i = bisect_right(data[1], b0) - 1
+        f0 = data[1][i] if i >= 0 and data[1][i] >= s else s
+        fw = max(0.0, (b0 - f0) - overlap(optim, f0, b0) - overlap(data, f0, b0))
+        other = max(0.0, length - d - opt - bw - fw)
+        out.append({"data": d, "forward": fw, "backward": bw, "optimizer": opt, "other": other})
+    return out
+
+
+def _step_metrics(m: dict, steps: list[StepStats], n_windows: int) -> None:
+    if not steps:
+        m["step_cpu_us_mean"] = m["step_gpu_span_us_mean"] = None
+        for part in ("data", "forward", "backward", "optimizer", "other"):
+            m[f"breakdown_{part}_us"] = m[f"breakdown_{part}_pct"] = None
+        m["host_syncs_per_step"] = None
+        return
+    cpu = statistics.fmean(s.cpu_us for s in steps)
+    spans = [s.gpu_span_us for s in steps if s.gpu_span_us is not None]
+    m["step_cpu_us_mean"] = _r(cpu)
+    m["step_gpu_span_us_mean"] = _r(statistics.fmean(spans)) if spans else None
+    for part in ("data", "forward", "backward", "optimizer", "other"):
+        mean = statistics.fmean(s.breakdown[part] for s in steps)
+        m[f"breakdown_{part}_us"] = _r(mean)
+        m[f"breakdown_{part}_pct"] = _pct(mean, cpu)
+    m["host_syncs_per_step"] = round(sum(s.host_syncs for s in steps) / n_windows, 2)
+
+
+def _memory_metrics(m: dict, model: TraceModel, device: int | None, n_windows: int) -> None:
+    samples = [s for s in model.memory if device is None or s.device == device]
+    totals = [s.total_allocated for s in samples if s.total_allocated is not None]
+    peak = max(totals) if totals else None
+    props = model.devices.get(device) if device is not None else None
+    total_mem = props.total_memory_bytes if props else None
+    m["peak_memory_bytes"] = peak
+    m["device_memory_bytes"] = total_mem
+    m["peak_memory_pct"] = _pct(peak, total_mem)
+    if samples:
+        allocs = sum(1 for s in samples if s.bytes > 0 and model.step_at(s.ts) is not None)
+        m["allocations_per_step"] = round(allocs / n_windows, 1)
+    else:
+        m["allocations_per_step"] = None

@@ -1,0 +1,430 @@
+"""The trace model: one streaming pass over a profiler trace's events into compact, time-sorted records.
+
+Only what the metrics and the trace rules need is kept (a few small tuples per event, names interned), so a
+250 MB trace of a million events fits in a few hundred MB: CPU-side ``ProfilerStep#N`` spans, CPU ops and
+annotations, CUDA/HIP runtime and driver calls (launches are joined to their GPU work by ``args.correlation``),
+GPU activity (kernels, copies, memsets), ``cuda_sync`` events, user-code ``python_function`` frames, ``[memory]``
+samples and the top-level device / distributed facts. PyTorch <= 1.9 categories (``Operator``, ``Runtime``,
+``Kernel``, ``Memcpy``, ``Memset``) are read the same way.
+
+GPU work is assigned to a step by its launch (DESIGN: the GPU lags the CPU), never by time overlap: a GPU event
+belongs to the step whose CPU ``ProfilerStep#N`` span contains the start of the runtime/driver call that launched
+it. A trace without steps is one window (step 0) and says so in ``has_steps``.
+
+Records are NamedTuples rather than frozen dataclasses: they are built a million times in the one hot loop, and a
+tuple is both the cheapest to build and the smallest to keep.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from bisect import bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import NamedTuple
+
+KERNEL, MEMCPY, MEMSET = "kernel", "memcpy", "memset"
+
+_GPU_KIND = {
+    "kernel": KERNEL, "Kernel": KERNEL,
+    "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,
+    "gpu_memset": MEMSET, "Memset": MEMSET,
+}
+_OP, _RUNTIME, _GPU, _PYFRAME, _SYNC, _INSTANT = range(6)
+_CATEGORY = {
+    "cpu_op": _OP, "user_annotation": _OP, "Operator": _OP,
+    "cuda_runtime": _RUNTIME, "cuda_driver": _RUNTIME, "Runtime": _RUNTIME,
+    "python_function": _PYFRAME,
+    "cuda_sync": _SYNC,
+    "cpu_instant_event": _INSTANT, None: _INSTANT,
+    **{cat: _GPU for cat in _GPU_KIND},
+}
+_EMPTY: dict = {}
+_STEP_RE = re.compile(r"ProfilerStep#(\d+)$")
+_FRAME_RE = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.*)$")
+# Frames of these places are library code; a finding's source line is the innermost frame outside them. Kineto
+# writes paths relative to the sys.path entry they were found under ("torch/nn/modules/module.py", "typing.py"),
+# so library code is also recognised by its first path component: the standard library and common packages.
+_LIBRARY_MARKERS = ("site-packages", "dist-packages", "/lib/python", "\\Lib\\", "<")
+_LIBRARY_ROOTS = frozenset(sys.stdlib_module_names) | frozenset({
+    "torch", "torchvision", "torchaudio", "torchtext", "functorch", "triton", "numpy", "scipy", "pandas", "PIL",
+    "transformers", "accelerate", "datasets", "huggingface_hub", "lightning", "pytorch_lightning", "lightning_fabric",
+    "deepspeed", "timm", "apex", "einops", "xformers", "flash_attn", "torchmetrics", "tqdm", "wandb", "tensorboard",
+    "hydra", "omegaconf", "fairscale", "megatron", "_pytest", "pytest", "pluggy", "typing_extensions", "packaging",
+})
+
+
+@lru_cache(maxsize=65536)
+def is_library_file(file: str) -> bool:
+    """Whether a frame's file is library code (never a finding's source line)."""
+    if not file or any(m in file for m in _LIBRARY_MARKERS):
+        return True
+    first = re.split(r"[/\\]", file.lstrip("./\\"), maxsplit=1)[0]
+    return first.removesuffix(".py") in _LIBRARY_ROOTS
+
+
+@lru_cache(maxsize=65536)
+def parse_user_frame(name: str) -> tuple[str, int, str] | None:
+    """(file, line, function) of a ``path(line): function`` frame name of user code; None for library code."""
+    m = _FRAME_RE.match(name)
+    if m is None or is_library_file(m.group("file")):
+        return None
+    return m.group("file"), int(m.group("line")), m.group("func")
+
+
+# Host calls that block until the device is done. The asynchronous copy an `.item()` issues is followed by a
+# stream synchronize, which is what is matched; a plain cudaMemcpy / hipMemcpy(WithStream) blocks by itself.
+SYNC_CALLS = frozenset({
+    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent_sync",
+    "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize",
+    "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
+    "cudaMemcpy", "hipMemcpy", "hipMemcpyWithStream", "cudaMemcpy2D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
+})
+
+class Op(NamedTuple):
+    """A CPU op or annotation (cpu_op, user_annotation, Operator) on one host thread."""
+
+    name: str
+    tid: object
+    start: float
+    end: float
+    stack: str | None  # innermost user frame from a PyTorch <= 1.9 "Call stack" arg, when there is one
+
+
+class RuntimeCall(NamedTuple):
+    """A CUDA/HIP runtime or driver call (cudaLaunchKernel, cuLaunchKernel, cudaStreamSynchronize, ...)."""
+
+    name: str
+    tid: object
+    start: float
+    end: float
+    correlation: int | None
+
+
+class GpuEvent(NamedTuple):
+    """A kernel, copy or memset on one device; ``step`` is the index into ``TraceModel.steps`` of its launch."""
+
+    kind: str
+    name: str
+    device: int
+    stream: object
+    start: float
+    end: float
+    correlation: int | None
+    bytes: int | None
+    launch: RuntimeCall | None
+    step: int | None
+
+
+class SyncEvent(NamedTuple):
+    """A ``cuda_sync`` event: the device-side record of a host synchronization."""
+
+    name: str
+    device: int
+    start: float
+    end: float
+    correlation: int | None
+
+
+class Frame(NamedTuple):
+    """A ``python_function`` frame of user code (with_stack=True), e.g. ``train.py(42): step``."""
+
+    tid: object
+    start: float
+    end: float
+    file: str
+    line: int
+    func: str
+
+
+class MemorySample(NamedTuple):
+    """A ``[memory]`` instant event of a device allocator: ``bytes`` > 0 allocates, < 0 frees."""
+
+    ts: float
+    device: int
+    bytes: int
+    total_allocated: int | None
+
+
+class Step(NamedTuple):
+    number: int
+    tid: object
+    start: float
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceProps:
+    id: int
+    name: str | None
+    total_memory_bytes: int | None
+    compute_major: int | None
+    sm_count: int | None
+
+
+@dataclass(slots=True)
+class TraceModel:
+    """Everything kept from one trace file (one rank), sorted by start time within each list."""
+
+    steps: list[Step] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)
+    runtime: list[RuntimeCall] = field(default_factory=list)
+    gpu: list[GpuEvent] = field(default_factory=list)
+    syncs: list[SyncEvent] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
+    memory: list[MemorySample] = field(default_factory=list)
+    devices: dict[int, DeviceProps] = field(default_factory=dict)
+    rank: int | None = None
+    world_size: int | None = None
+    base_time_ns: int | None = None
+    skipped_events: int = 0  # events whose fields could not be read (missing ts, non-numeric values, ...)
+    # derived indexes, built by finish()
+    _step_starts: list[float] = field(default_factory=list, repr=False)
+    _frames_by_tid: dict[object, tuple[list[float], list[Frame]]] = field(default_factory=dict, repr=False)
+    _ops_by_tid: dict[object, tuple[list[float], list[Op]]] = field(default_factory=dict, repr=False)
+
+    @property
+    def has_steps(self) -> bool:
+        return bool(self.steps)
+
+    @property
+    def main_tid(self) -> object | None:
+        """The training loop's thread: the one holding the ProfilerStep spans, else the one launching most."""
+        if self.steps:
+            return self.steps[0].tid
+        counts: dict[object, int] = {}
+        for call in self.runtime:
+            counts[call.tid] = counts.get(call.tid, 0) + 1
+        if not counts:
+            counts = {}
+            for op in self.ops:
+                counts[op.tid] = counts.get(op.tid, 0) + 1
+        return max(counts, key=counts.__getitem__) if counts else None
+
+    def step_at(self, ts: float) -> int | None:
+        """Index into ``steps`` of the CPU step span containing host time ``ts`` (0 when the trace has no steps)."""
+        if not self.steps:
+            return 0
+        i = bisect_right(self._step_starts, ts) - 1
+        return i if i >= 0 and ts <= self.steps[i].end else None
+
+    def ops_on(self, tid: object) -> tuple[list[float], list[Op]]:
+        """(sorted starts, ops) of one thread."""
+        return self._ops_by_tid.get(tid, ([], []))
+
+    def user_frame(self, tid: object, ts: float) -> Frame | None:
+        """The innermost user-code python_function frame on ``tid`` that contains host time ``ts``."""
+        starts, frames = self._frames_by_tid.get(tid, ([], []))
+        i = bisect_right(starts, ts) - 1
+        # Frames nest, so the first one found backwards that still contains ts is the innermost; the bound keeps a
+        # pathological trace (a long-lived outer frame behind many short ones) from turning this into a scan.
+        for j in range(i, max(-1, i - 5000), -1):
+            if frames[j].end >= ts:
+                return frames[j]
+        return None
+
+    def devices_with_activity(self) -> list[int]:
+        return sorted({e.device for e in self.gpu})
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _innermost_user_frame(call_stack: str) -> str | None:
+    # PyTorch <= 1.9 "Call stack": frames joined by ';', innermost first.
+    for frame in call_stack.split(";"):
+        if frame and parse_user_frame(frame.strip()) is not None:
+            return frame.strip()
+    return None
+
+
+class _Slow(Exception):
+    """An event the fast path leaves to the tolerant reader."""
+
+
+def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
+    """Stream event chunks into a TraceModel; ``meta_source()`` returns the top-level keys once chunks are read."""
+    model = TraceModel()
+    names: dict[str, str] = {}
+    intern = names.setdefault
+    ops, runtime, gpu_raw, syncs, frames, memory, steps = ([] for _ in range(7))
+    stacks: dict[object, str | None] = {}  # "Call stack" arg -> its innermost user frame
+
+    def read(e: dict, kind: int) -> int:
+        """The tolerant reader: any event, missing or odd fields included; returns 1 when it had to skip it."""
+        try:
+            ts = e.get("ts")
+            if ts is None:
+                return 0 if kind == _INSTANT else 1
+            ts = float(ts)
+            name = e.get("name") or ""
+            if kind == _OP:
+                end = ts + float(e.get("dur") or 0.0)
+                args = e.get("args") or _EMPTY
+                stack = None
+                if "Call stack" in args:
+                    stack = stacks.get(args["Call stack"], False)
+                    if stack is False:
+                        stack = stacks[args["Call stack"]] = _innermost_user_frame(str(args["Call stack"]))
+                m = _STEP_RE.match(name) if name.startswith("ProfilerStep#") else None
+                if m:
+                    steps.append(Step(int(m.group(1)), e.get("tid"), ts, end))
+                else:
+                    ops.append(Op(intern(name, name), e.get("tid"), ts, end, stack))
+            elif kind == _RUNTIME:
+                args = e.get("args") or _EMPTY
+                runtime.append(RuntimeCall(intern(name, name), e.get("tid"), ts, ts + float(e.get("dur") or 0.0),
+                                           args.get("correlation")))
+            elif kind == _GPU:
+                args = e.get("args") or _EMPTY
+                device = args.get("device")
+                gpu_raw.append((_GPU_KIND[e["cat"]], intern(name, name), e.get("pid") if device is None else device,
+                                args.get("stream", e.get("tid")), ts, ts + float(e.get("dur") or 0.0),
+                                args.get("correlation"), args.get("bytes")))
+            elif kind == _PYFRAME:
+                user = parse_user_frame(name) if "): " in name else None
+                if user is not None:
+                    frames.append(Frame(e.get("tid"), ts, ts + float(e.get("dur") or 0.0), *user))
+            elif kind == _SYNC:
+                args = e.get("args") or _EMPTY
+                syncs.append(SyncEvent(intern(name, name), args.get("device", e.get("pid")), ts,
+                                       ts + float(e.get("dur") or 0.0), args.get("correlation")))
+            elif name == "[memory]":
+                args = e.get("args") or _EMPTY
+                # Device Type 0 is the CPU allocator; CUDA (and ROCm, which PyTorch reports as CUDA) is 1.
+                if args.get("Device Type", 0) != 0:
+                    total = args.get("Total Allocated")
+                    memory.append(MemorySample(ts, _int(args.get("Device Id")) or 0, _int(args.get("Bytes")) or 0,
+                                               _int(total) if total is not None else None))
+            return 0
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError):
+            return 1
+
+    # The fast path reads the three categories that make up most of a trace by plain subscripts; anything it does
+    # not expect (a missing field, a string timestamp, a legacy call stack, a step) raises and goes to read().
+    category = _CATEGORY.get
+    add_op, add_call, add_gpu, add_memory = ops.append, runtime.append, gpu_raw.append, memory.append
+    new = tuple.__new__  # builds a NamedTuple without its Python-level __new__: half the cost, a million times
+    skipped = 0
+    for chunk in chunks:
+        for e in chunk:
+            kind = category(e.get("cat"))
+            if kind is None:
+                continue
+            try:
+                if kind == _OP:
+                    name = e["name"]
+                    if name.startswith("ProfilerStep#") or "Call stack" in e["args"]:
+                        raise _Slow
+                    ts = e["ts"]
+                    add_op(new(Op, (intern(name, name), e["tid"], ts, ts + e["dur"], None)))
+                    continue
+                if kind == _RUNTIME:
+                    ts = e["ts"]
+                    name = e["name"]
+                    add_call(new(RuntimeCall, (intern(name, name), e["tid"], ts, ts + e["dur"],
+                                               e["args"]["correlation"])))
+                    continue
+                if kind == _GPU:
+                    ts = e["ts"]
+                    name = e["name"]
+                    args = e["args"]
+                    add_gpu((_GPU_KIND[e["cat"]], intern(name, name), args["device"], args["stream"], ts,
+                             ts + e["dur"], args["correlation"], args.get("bytes")))
+                    continue
+                if kind == _INSTANT and e["cat"] is not None:
+                    if e["name"] == "[memory]":
+                        args = e["args"]
+                        if args["Device Type"] != 0:
+                            add_memory(new(MemorySample, (e["ts"] + 0, args["Device Id"], args["Bytes"],
+                                                          args.get("Total Allocated"))))
+                    continue
+            except (_Slow, TypeError, KeyError, AttributeError):
+                pass
+            skipped += read(e, kind)
+
+    meta = meta_source() if meta_source else {}
+    _read_meta(model, meta if isinstance(meta, dict) else {})
+    model.skipped_events = skipped
+    _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory)
+    return model
+
+
+def _read_meta(model: TraceModel, meta: dict) -> None:
+    for i, props in enumerate(meta.get("deviceProperties") or ()):
+        if not isinstance(props, dict):
+            continue
+        dev = _int(props.get("id", i))
+        dev = i if dev is None else dev
+        model.devices[dev] = DeviceProps(
+            id=dev,
+            name=props.get("name") if isinstance(props.get("name"), str) else None,
+            total_memory_bytes=_int(props.get("totalGlobalMem")),
+            compute_major=_int(props.get("computeMajor")),
+            sm_count=_int(props.get("numSms")),
+        )
+    dist = meta.get("distributedInfo")
+    if isinstance(dist, dict):
+        model.rank = _int(dist.get("rank"))
+        model.world_size = _int(dist.get("world_size"))
+    model.base_time_ns = _int(meta.get("baseTimeNanoseconds"))
+
+
+def _by_start(item) -> float:
+    return item[2]
+
+
+def _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory) -> None:
+    # Steps: keep one span per step number (a trace may repeat a step on another thread) ordered by start.
+    seen: dict[int, Step] = {}
+    for step in sorted(steps, key=lambda s: s.start):
+        seen.setdefault(step.number, step)
+    model.steps = sorted(seen.values(), key=lambda s: s.start)
+    model._step_starts = [s.start for s in model.steps]
+
+    ops.sort(key=_by_start)
+    runtime.sort(key=_by_start)
+    model.ops, model.runtime = ops, runtime
+    model.syncs = sorted((s if s.device.__class__ is int else s._replace(device=_int(s.device) or 0) for s in syncs),
+                         key=lambda s: s.start)
+    model.memory = sorted(memory, key=lambda m: m.ts)
+
+    by_tid: dict[object, tuple[list[float], list[Op]]] = {}
+    for op in ops:
+        starts, items = by_tid.setdefault(op.tid, ([], []))
+        starts.append(op.start)
+        items.append(op)
+    model._ops_by_tid = by_tid
+
+    frames.sort(key=lambda f: f.start)
+    fbt: dict[object, tuple[list[float], list[Frame]]] = {}
+    for frame in frames:
+        starts, items = fbt.setdefault(frame.tid, ([], []))
+        starts.append(frame.start)
+        items.append(frame)
+    model.frames, model._frames_by_tid = frames, fbt
+
+    launches = {call.correlation: call for call in runtime if call.correlation is not None}
+    new = tuple.__new__
+    step_at = model.step_at
+    has_steps = model.has_steps
+    gpu = []
+    for kind, name, device, stream, start, end, corr, nbytes in gpu_raw:
+        if device.__class__ is not int:
+            device = _int(device) or 0
+        if nbytes is not None and nbytes.__class__ is not int:
+            nbytes = _int(nbytes)
+        launch = launches.get(corr) if corr is not None else None
+        if launch is not None:
+            step = step_at(launch.start)
+        else:
+            # Work whose launch the trace lacks has no step of its own; without steps everything is the window.
+            step = None if has_steps else 0
+        gpu.append(new(GpuEvent, (kind, name, device, stream, start, end, corr, nbytes, launch, step)))
+    gpu.sort(key=lambda g: g.start)
+    model.gpu = gpu

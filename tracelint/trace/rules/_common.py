@@ -1,0 +1,89 @@
+"""Helpers the trace rules share: thresholds with catalog defaults, finding construction, number formatting."""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+from tracelint.engine import Config, Finding, Location, SourceLocation
+
+
+def threshold(rule, config: Config | None, key: str, fallback: float) -> float:
+    """A rule threshold: the user's ``[tool.tracelint.trace]`` value, else the rule doc's default, else fallback."""
+    try:
+        default = rule.doc().thresholds.get(key, fallback)
+    except KeyError:  # rule file missing from the catalog: keep working on the fallback
+        default = fallback
+    value = config.threshold(key, default) if config is not None else default
+    return fallback if value is None else float(value)
+
+
+def finding(rule, message: str, location: Location, **details) -> Finding:
+    try:
+        severity = rule.doc().severity
+    except KeyError:
+        from tracelint.engine import Severity
+
+        severity = Severity.WARNING
+    return Finding(rule.code, severity, message, location, details=tuple(details.items()))
+
+
+def ms(us: float | None) -> str:
+    """A duration in µs as a short human string (µs below 1 ms)."""
+    if us is None:
+        return "?"
+    return f"{us / 1000:.1f} ms" if us >= 1000 else f"{us:.0f} µs"
+
+
+def pct(value: float | None) -> str:
+    return "?" if value is None else f"{value:.1f} %"
+
+
+def mib(nbytes: float | None) -> str:
+    if nbytes is None:
+        return "?"
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
+# Python frames in a trace name the called function's file and its first line (or, for a frame already running when
+# profiling started, the line it was on then), never the statement that made the call. When the user's file is at
+# hand, the statement is found by looking for the op's spelling in that function.
+def refine_source(source: SourceLocation | None, trace_path: str, pattern: re.Pattern[str] | None,
+                  root: Path | None = None) -> SourceLocation | None:
+    """``source`` moved to the first line of its function that matches ``pattern`` (when the file can be read)."""
+    if source is None or pattern is None:
+        return source
+    lines = _read_lines(source.path, trace_path, root)
+    if not lines or not 0 < source.line <= len(lines):
+        return source
+    start = source.line - 1
+    if pattern.search(lines[start]):
+        return source
+    # the enclosing def: the nearest line above (or at) the frame line that starts with def at a lower indent
+    def_at = next((i for i in range(start, -1, -1) if lines[i].lstrip().startswith(("def ", "async def "))), None)
+    if def_at is None:
+        return source
+    indent = len(lines[def_at]) - len(lines[def_at].lstrip())
+    for i in range(def_at + 1, len(lines)):
+        text = lines[i]
+        if text.strip() and len(text) - len(text.lstrip()) <= indent:
+            break  # end of the function
+        if pattern.search(text.split("#", 1)[0]):
+            return replace(source, line=i + 1)
+    return source
+
+
+@lru_cache(maxsize=64)
+def _read_lines(path: str, trace_path: str, root: Path | None) -> tuple[str, ...] | None:
+    candidates = [Path(path)]
+    if not Path(path).is_absolute():
+        bases = [root or Path.cwd(), *Path(trace_path).resolve().parents]
+        candidates += [base / path for base in bases]
+    for candidate in candidates:
+        try:
+            if candidate.is_file():
+                return tuple(candidate.read_text(encoding="utf-8", errors="replace").splitlines())
+        except OSError:
+            continue
+    return None

@@ -1,0 +1,60 @@
+"""Precision and Tensor Cores: fp32 matmul/conv time on the CUDA cores of a GPU that has Tensor Cores (TL401)."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from tracelint.engine import Config, Finding
+from tracelint.trace.kernels import name_arch
+from tracelint.trace.metrics import TraceAnalysis
+from tracelint.trace.model import KERNEL
+from tracelint.trace.rule import TraceRule
+from tracelint.trace.rules._common import finding, ms, pct, threshold
+
+
+def _arch(analysis: TraceAnalysis, kernel_names: Iterable[str]) -> int | None:
+    props = analysis.model.devices.get(analysis.device) if analysis.device is not None else None
+    if props is not None and props.compute_major is not None:
+        return props.compute_major
+    return max((a for a in map(name_arch, kernel_names) if a is not None), default=None)
+
+
+class Fp32MatmulOffTensorCores(TraceRule):
+    code = "TL401"
+
+    def check(self, analysis: TraceAnalysis, config: Config) -> Iterable[Finding]:
+        # Measured against the step window, not the busy time: on an input- or host-bound run the GPU idles anyway
+        # and faster matmuls would not shorten the step.
+        window = analysis.metrics.get("gpu_window_us")
+        if not window:
+            return
+        per_name: dict[str, list] = {}
+        for g in analysis.gpu_events:
+            if g.kind == KERNEL and g.step is not None and analysis.kernel_class(g.name).fp32_off_tensor_cores:
+                per_name.setdefault(g.name, []).append(g)
+        if not per_name:
+            return
+        arch = _arch(analysis, per_name)
+        if arch is None or arch < 7:
+            return  # no Tensor Cores to move to (or the device is unknown)
+        total = sum(g.end - g.start for items in per_name.values() for g in items)
+        share = 100.0 * total / window
+        if share < threshold(self, config, "fp32-matmul-min-pct", 10.0):
+            return
+        n_steps = len(analysis.model.steps) or 1
+        top_name, top = max(per_name.items(), key=lambda kv: sum(g.end - g.start for g in kv[1]))
+        top_us = sum(g.end - g.start for g in top)
+        short = top_name if len(top_name) <= 80 else top_name[:77] + "..."
+        if arch >= 8:
+            fix = "enable TF32 (torch.set_float32_matmul_precision('high')) or bf16 autocast"
+        else:
+            fix = "use fp16 autocast with a GradScaler (this GPU has no TF32/bf16 Tensor Core path)"
+        message = (f"fp32 matmul/conv kernels run on the CUDA cores, off the Tensor Cores, for {pct(share)} of the "
+                   f"step window ({ms(total / n_steps)} per step; largest: `{short}`, {ms(top_us / n_steps)} per "
+                   f"step): {fix}")
+        first = min(top, key=lambda g: g.start)
+        loc = analysis.location(step=first.step, start=first.start, end=first.end, event=top_name)
+        if first.launch is not None:
+            loc = replace(loc, source=analysis.source_at(first.launch.tid, first.launch.start))
+        yield finding(self, message, loc, fp32_off_tc_pct_of_window=round(share, 2),
+                      fp32_off_tc_us_per_step=round(total / n_steps, 1), kernels=len(per_name))
