@@ -1,0 +1,60 @@
+"""End to end through `python -m tracelint check`: exit codes, output streams, --fix."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BAD = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=4)\n"
+CLEAN = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=4, pin_memory=True)\n"
+
+
+def tracelint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tracelint", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_exit_codes(tmp_path):
+    (tmp_path / "bad.py").write_text(BAD)
+    (tmp_path / "clean.py").write_text(CLEAN)
+    (tmp_path / "broken.py").write_text("import torch\nfrom torch.utils.data import DataLoader\nx = (\n")
+
+    clean = tracelint("check", "clean.py", cwd=tmp_path)
+    assert clean.returncode == 0, clean.stderr
+
+    bad = tracelint("check", "bad.py", cwd=tmp_path)
+    assert bad.returncode == 1
+    assert "bad.py:3:" in bad.stdout and "TL202" in bad.stdout and bad.stderr == ""
+
+    broken = tracelint("check", "broken.py", "bad.py", cwd=tmp_path)
+    assert broken.returncode == 2
+    assert "broken.py:3" in broken.stderr and "Traceback" not in broken.stderr
+    assert "TL202" in broken.stdout  # the good file was still linted
+
+    missing = tracelint("check", "nope.py", cwd=tmp_path)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+    ignored = tracelint("check", "--ignore", "TL202", "bad.py", cwd=tmp_path)
+    assert ignored.returncode == 0
+
+
+def test_fix_end_to_end(tmp_path):
+    (tmp_path / "bad.py").write_text(BAD)
+    fixed = tracelint("check", "--fix", "bad.py", cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert (tmp_path / "bad.py").read_text() == CLEAN
+    again = tracelint("check", "bad.py", cwd=tmp_path)
+    assert again.returncode == 0
+
+
+def test_config_from_pyproject(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.tracelint]\nseverities = { TL202 = "info" }\n')
+    (tmp_path / "bad.py").write_text(BAD)
+    assert tracelint("check", "bad.py", cwd=tmp_path).returncode == 0  # info is below the default fail-on
+    assert tracelint("check", "--fail-on", "info", "bad.py", cwd=tmp_path).returncode == 1
+
+
+def test_rule_command_prints_the_catalog_file(repo, tmp_path):
+    out = tracelint("rule", "TL201", cwd=tmp_path)
+    assert out.returncode == 0
+    assert out.stdout.rstrip() == next((repo / "rules").glob("TL201-*.md")).read_text().rstrip()

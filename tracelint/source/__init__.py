@@ -1,0 +1,112 @@
+"""The source half: lint Python files, notebooks and directories for PyTorch training anti-patterns.
+
+``lint_paths(paths)`` yields Findings, InputErrors (a file it could not read or parse; the others are still linted)
+and one FileChecked per file read. Rules are ``SourceRule`` classes in ``tracelint/source/rules/`` (see rule.py for
+the framework, context.py for what a rule knows about its file). Speed comes from a text prefilter (files that never
+mention torch, or none of a rule's trigger words, are not parsed for it), one shared traversal per file, and worker
+processes when there are many files.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from tracelint.engine import Config, FileChecked, Finding, InputError, find_config
+
+SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
+PARALLEL_MIN_FILES = 24  # below this, starting worker processes costs more than it saves
+
+__all__ = ["SOURCE_SUFFIXES", "iter_source_files", "lint_paths"]
+
+
+def _default_config_for(path: Path) -> Config:
+    return find_config(path.resolve().parent)
+
+
+def iter_source_files(paths: Iterable[Path | str], config_for: Callable[[Path], Config]) -> Iterator[Path | InputError]:
+    """The source files under ``paths`` in a stable order; excluded directories are not entered, explicit files
+    are always linted, and an explicit non-Python file is an InputError."""
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            if path.suffix not in SOURCE_SUFFIXES:
+                yield InputError(str(path), f"not a Python source file or notebook (expected {', '.join(SOURCE_SUFFIXES)})")
+            elif path.resolve() not in seen:
+                seen.add(path.resolve())
+                yield path
+        elif path.is_dir():
+            for file in _walk(path, config_for):
+                if file.resolve() not in seen:
+                    seen.add(file.resolve())
+                    yield file
+        else:
+            yield InputError(str(path), "no such file or directory")
+
+
+def _walk(directory: Path, config_for: Callable[[Path], Config]) -> Iterator[Path]:
+    config = config_for(directory / "__init__.py")  # the config that governs this folder
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        if config.excluded(path):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            yield from _walk(path, config_for)
+        elif entry.is_file() and path.suffix in SOURCE_SUFFIXES:
+            yield path
+
+
+def _lint_job(job: tuple[Path, Config, bool, bool]) -> list:
+    from tracelint.source.lint import lint_file
+
+    path, config, fix, unsafe = job
+    return lint_file(path, config, fix=fix, unsafe_fixes=unsafe)
+
+
+def lint_paths(
+    paths: Iterable[Path | str],
+    *,
+    config_for: Callable[[Path], Config] | None = None,
+    fix: bool = False,
+    unsafe_fixes: bool = False,
+    progress: bool = False,
+) -> Iterator[Finding | InputError | FileChecked]:
+    """Lint files and directories; see the module docstring."""
+    from tracelint.source.lint import source_rules
+
+    config_for = config_for or _default_config_for
+    jobs: list[tuple[Path, Config, bool, bool]] = []
+    for item in iter_source_files(paths, config_for):
+        if isinstance(item, InputError):
+            yield item
+        else:
+            jobs.append((item, config_for(item), fix, unsafe_fixes))
+    workers = min(os.cpu_count() or 1, len(jobs) // 8 or 1)
+    if len(jobs) < PARALLEL_MIN_FILES or workers < 2:
+        results: Iterable[list] = map(_lint_job, jobs)
+    else:
+        source_rules()  # import libcst and the rules before forking, so that workers inherit them
+        results = _parallel(jobs, workers)
+    for done, items in enumerate(results, start=1):
+        if progress:
+            print(f"\rtracelint: {done}/{len(jobs)} files", end="", file=sys.stderr, flush=True)
+        yield from items
+    if progress and jobs:
+        print(file=sys.stderr)
+
+
+def _parallel(jobs: list, workers: int) -> Iterator[list]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # fork: workers start in milliseconds with the parsed rules already imported (spawn would re-import all).
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    context = multiprocessing.get_context(method)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        yield from pool.map(_lint_job, jobs, chunksize=max(1, min(16, len(jobs) // (workers * 8))))

@@ -1,0 +1,300 @@
+"""What a source rule knows about the file it checks: text, parsed module, positions, parents and imports.
+
+API for rule authors (one ``FileContext`` per file, shared by every rule on that file)::
+
+    ctx.path                  the path as the user gave it (str), used in findings
+    ctx.source / ctx.lines    the (code-cell) text and its lines (no line endings)
+    ctx.module                the libcst Module
+    ctx.position(node)        libcst CodeRange (1-based lines, 0-based columns); computed lazily, once per file
+    ctx.location(node)        the engine SourceLocation of a node (notebook cell + line within the cell)
+    ctx.parent(node)          the parent node (None for the Module); valid for nodes already visited
+    ctx.ancestors(node)       parent, grandparent, ... up to the Module
+    ctx.stack                 during a traversal: the ancestors of the node being visited (outermost first)
+    ctx.qualified_name(expr)  "torch.utils.data.DataLoader" for ``DL``/``tud.DataLoader``/..., resolved through
+                              the file's imports and simple aliases (``DL = torch.utils.data.DataLoader``);
+                              "builtins.print" for an unshadowed builtin; None for names the file defines itself
+                              (a local ``class DataLoader`` is not torch's) and for anything it cannot resolve
+    ctx.imports               the file's import map {bound name: qualified name}
+    ctx.local_names           names the file binds by def/class/assignment/parameter (never torch's)
+    ctx.code_for(node)        the source text of a node
+    ctx.mentions(word)        True when the raw text contains ``word`` (cheap prefilter inside a rule)
+
+    iter_children(node) / iter_descendants(node)   the non-layout child / descendant nodes in order; several
+                              times faster than ``node.visit(SomeCSTVisitor())``, which rebuilds every node
+
+The import map is built from statements only (no expression walk): imports anywhere in the file count, as do
+module-level and function-level ``def``/``class`` and assignments. It deliberately ignores scoping subtleties; it is
+meant to be cheap (libcst's QualifiedNameProvider is precise but made TorchFix ~10x slower than a bare parse).
+"""
+from __future__ import annotations
+
+import builtins
+import dataclasses
+from collections.abc import Iterator
+from functools import cached_property
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from tracelint.engine import SourceLocation
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+def dotted_name(expr: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if not isinstance(expr, cst.Name):
+        return None
+    parts.append(expr.value)
+    return ".".join(reversed(parts))
+
+
+def _module_name(expr: cst.BaseExpression | None) -> str:
+    return dotted_name(expr) or "" if expr is not None else ""
+
+
+# Node types never dispatched nor descended into: layout and punctuation carry nothing a rule judges.
+SKIP_NODES = (
+    cst.BaseParenthesizableWhitespace, cst.TrailingWhitespace, cst.EmptyLine, cst.Newline, cst.Comment,
+    cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace,
+    cst.RightCurlyBrace, cst.Comma, cst.Dot, cst.Semicolon, cst.Colon, cst.AssignEqual, cst.ImportStar,
+    cst.Asynchronous,
+)
+_LAYOUT_FIELDS = ("whitespace", "leading_lines", "lines_after", "lpar", "rpar", "header", "footer", "lbracket",
+                  "rbracket", "lbrace", "rbrace", "comma", "semicolon", "equal", "colon", "dot")
+_child_fields: dict[type, tuple[str, ...]] = {}
+
+
+def child_fields(cls: type) -> tuple[str, ...]:
+    """The dataclass fields of a node type that may hold child nodes (layout fields dropped by name)."""
+    names = _child_fields.get(cls)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(cls) if not f.name.startswith(_LAYOUT_FIELDS))
+        _child_fields[cls] = names
+    return names
+
+
+_visit_type: dict[type, bool] = {}
+
+
+def is_visited_node(value: object) -> bool:
+    """True for a node the traversal visits (a CSTNode that is not layout). Cached per type: isinstance against
+    libcst's abstract base classes goes through ABCMeta and was the walk's largest cost."""
+    cls = type(value)
+    verdict = _visit_type.get(cls)
+    if verdict is None:
+        verdict = _visit_type[cls] = isinstance(value, cst.CSTNode) and not isinstance(value, SKIP_NODES)
+    return verdict
+
+
+def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    visited = _visit_type
+    for name in child_fields(type(node)):
+        value = getattr(node, name)
+        cls = type(value)
+        if cls is tuple or cls is list:
+            for item in value:
+                if visited.get(type(item)) or (visited.get(type(item)) is None and is_visited_node(item)):
+                    yield item
+        elif visited.get(cls) or (visited.get(cls) is None and is_visited_node(value)):
+            yield value
+
+
+def iter_descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node below ``node`` (not ``node`` itself), parents before children, in source order."""
+    stack = [iter_children(node)]
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+            continue
+        yield child
+        stack.append(iter_children(child))
+
+
+class _Bindings:
+    """Imports, aliases and local definitions of one file, from a statement-only walk."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.imports: dict[str, str] = {}
+        self.aliases: dict[str, cst.BaseExpression] = {}
+        self.local: set[str] = set()
+        self._assigned: dict[str, int] = {}
+        self._walk(module.body)
+        # An alias counts only when the name is assigned exactly once (``DL = torch.utils.data.DataLoader``).
+        for name, count in self._assigned.items():
+            if count != 1:
+                self.aliases.pop(name, None)
+            if name not in self.aliases:
+                self.local.add(name)
+
+    def _walk(self, body) -> None:
+        for stmt in body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    self._small(small)
+            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                self.local.add(stmt.name.value)
+                if isinstance(stmt, cst.FunctionDef):
+                    self._params(stmt.params)
+                self._walk(self._body(stmt.body))
+            else:
+                self._compound(stmt)
+
+    def _compound(self, stmt) -> None:
+        if isinstance(stmt, (cst.For,)):
+            self._target(stmt.target)
+        if isinstance(stmt, cst.With):
+            for item in stmt.items:
+                if item.asname is not None:
+                    self._target(item.asname.name)
+        for attr in ("body", "orelse", "finalbody"):
+            part = getattr(stmt, attr, None)
+            if part is not None:
+                self._walk(self._body(part))
+        for handler in getattr(stmt, "handlers", ()):
+            if handler.name is not None:
+                self._target(handler.name.name)
+            self._walk(self._body(handler.body))
+
+    @staticmethod
+    def _body(part) -> tuple:
+        # IndentedBlock / SimpleStatementSuite / Else / Finally / If (elif) all end in .body
+        while not isinstance(part, (tuple, list)):
+            if isinstance(part, cst.If):  # elif chain
+                return (part,)
+            part = part.body
+        return tuple(part)
+
+    def _params(self, params: cst.Parameters) -> None:
+        for p in (*params.posonly_params, *params.params, *params.kwonly_params):
+            self.local.add(p.name.value)
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                self.local.add(star.name.value)
+
+    def _small(self, small) -> None:
+        if isinstance(small, cst.Import):
+            for alias in small.names:
+                full = dotted_name(alias.name) or ""
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    self.imports[alias.asname.name.value] = full
+                else:  # ``import torch.utils.data`` binds ``torch``
+                    head = full.split(".")[0]
+                    self.imports[head] = head
+        elif isinstance(small, cst.ImportFrom):
+            if isinstance(small.names, cst.ImportStar):
+                return
+            base = "." * len(small.relative) + _module_name(small.module)
+            for alias in small.names:
+                name = dotted_name(alias.name) or ""
+                bound = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+                self.imports[bound] = f"{base}.{name}" if not base.endswith(".") else f"{base}{name}"
+        elif isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+            for target in targets:
+                if isinstance(target, cst.Name) and isinstance(small, cst.Assign) and dotted_name(small.value):
+                    self.aliases[target.value] = small.value
+                self._target(target)
+
+    def _target(self, target) -> None:
+        if isinstance(target, cst.Name):
+            self._assigned[target.value] = self._assigned.get(target.value, 0) + 1
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._target(el.value)
+        elif isinstance(target, cst.StarredElement):
+            self._target(target.value)
+
+
+class FileContext:
+    """One parsed file, shared by all rules that check it (see the module docstring for the API)."""
+
+    def __init__(self, path: str, source: str, module: cst.Module, *, cell_lines: tuple[tuple[int, int], ...] | None = None) -> None:
+        self.path = path
+        self.source = source
+        self.lines = source.splitlines()
+        self.module = module
+        # For a notebook: entry i is (cell number, line within the cell) of line i+1 of ``source``.
+        self.cell_lines = cell_lines
+        self.stack: list[cst.CSTNode] = []
+        self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._positions = None
+
+    # -- text -----------------------------------------------------------------------------------------------
+    def mentions(self, word: str) -> bool:
+        return word in self.source
+
+    def code_for(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    # -- positions --------------------------------------------------------------------------------------------
+    def position(self, node: cst.CSTNode) -> CodeRange:
+        if self._positions is None:
+            # Positions cost a codegen pass over the whole file: only files that report anything pay for it.
+            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self._positions = wrapper.resolve(PositionProvider)
+        return self._positions[node]
+
+    def location(self, node: cst.CSTNode) -> SourceLocation:
+        rng = self.position(node)
+        line, end_line, cell = rng.start.line, rng.end.line, None
+        if self.cell_lines:
+            cell, line = self.cell_lines[min(rng.start.line, len(self.cell_lines)) - 1]
+            end_cell, end_line = self.cell_lines[min(rng.end.line, len(self.cell_lines)) - 1]
+            if end_cell != cell:
+                end_line = line
+        return SourceLocation(self.path, line, rng.start.column, end_line, rng.end.column, cell=cell)
+
+    # -- tree -------------------------------------------------------------------------------------------------
+    def _set_parent(self, node: cst.CSTNode, parent: cst.CSTNode) -> None:
+        self._parents[node] = parent
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self._parents.get(node)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        parent = self._parents.get(node)
+        while parent is not None:
+            yield parent
+            parent = self._parents.get(parent)
+
+    # -- names ------------------------------------------------------------------------------------------------
+    @cached_property
+    def _bindings(self) -> _Bindings:
+        return _Bindings(self.module)
+
+    @property
+    def imports(self) -> dict[str, str]:
+        return self._bindings.imports
+
+    @property
+    def local_names(self) -> frozenset[str]:
+        return frozenset(self._bindings.local)
+
+    def qualified_name(self, expr: cst.BaseExpression) -> str | None:
+        return self._resolve(expr, 0)
+
+    def _resolve(self, expr: cst.BaseExpression, depth: int) -> str | None:
+        name = dotted_name(expr)
+        if name is None or depth > 8:
+            return None
+        head, _, rest = name.partition(".")
+        b = self._bindings
+        if head in b.local:
+            return None
+        if head in b.imports:
+            base = b.imports[head]
+        elif head in b.aliases:
+            base = self._resolve(b.aliases[head], depth + 1)
+            if base is None:
+                return None
+        elif head in _BUILTINS:
+            base = f"builtins.{head}"
+        else:
+            return None
+        return f"{base}.{rest}" if rest else base

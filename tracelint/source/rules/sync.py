@@ -1,0 +1,408 @@
+"""TL101-TL106: host-device synchronizations inside per-step loops (``.item()``, ``.cpu()``, ``float(t)``,
+``print(t)``, ``torch.cuda.synchronize()``, boolean-mask indexing).
+
+Each rule reports a site only when ``loops.Facts.hot_loop`` places it in a per-step loop without a periodic or rare
+guard, and only when local code does not show the value is already on the host (``loops.Facts.kind``). Rules that
+need a tensor to exist at all (TL103, TL104, TL106 masks) ask for positive evidence of one; ``.item()`` and ``.cpu()``
+exist only on tensors (and numpy arrays), so TL101/TL102 report unless the value is known to be on the host.
+"""
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from tracelint.engine import Fix
+from tracelint.source import loops
+from tracelint.source.loops import HotLoop, Kind
+from tracelint.source.rule import SourceRule
+
+_ENV_WORDS = frozenset({"env", "envs", "environment", "environments", "game", "sim", "simulator", "venv"})
+_ACTION_WORDS = frozenset({"action", "actions", "act", "acts"})
+_SYNCHRONIZE = frozenset({
+    "torch.cuda.synchronize", "torch.mps.synchronize", "torch.xpu.synchronize", "torch.accelerator.synchronize",
+})
+_STREAMS = frozenset({"torch.cuda.current_stream", "torch.cuda.default_stream"})
+_MASK_METHODS = frozenset({
+    "bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "isneginf", "isposinf",
+    "logical_and", "logical_or", "logical_not", "logical_xor",
+})
+_DATA_DEPENDENT = frozenset({"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive"})
+_LOGGING = frozenset({"debug", "info", "warning", "warn", "error", "critical", "log", "exception"})
+
+
+def _snippet(ctx, node: cst.CSTNode, limit: int = 48) -> str:
+    text = " ".join(ctx.code_for(node).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _method(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+class _SyncRule(SourceRule):
+    """Shared plumbing of the TL1xx rules (no code: never discovered itself)."""
+
+    @property
+    def facts(self) -> loops.Facts:
+        return loops.facts(self.ctx)
+
+    def torch_file(self) -> bool:
+        facts = self.facts
+        if facts.torch_file is None:
+            facts.torch_file = any(q == "torch" or q.startswith("torch.") for q in self.ctx.imports.values())
+        return facts.torch_file
+
+    def hot(self, node: cst.CSTNode) -> HotLoop | None:
+        """The per-step loop of ``node`` in a file that imports torch, unless the host value is inherently needed.
+
+        Call it with the node being visited: its children have no parents yet.
+        """
+        if not self.torch_file():
+            return None
+        loop = self.facts.hot_loop(node)
+        if loop is None or self._feeds_environment(node):
+            return None
+        return loop
+
+    def _feeds_environment(self, node: cst.CSTNode) -> bool:
+        """``env.step(action.item())``, ``actions.cpu().numpy()``: the environment needs the host value to step."""
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                loops.words(self.ctx.code_for(node.func.value)) & _ACTION_WORDS:
+            return True
+        for parent in self.ctx.ancestors(node):
+            if isinstance(parent, cst.Assign):  # ``action = logits.argmax(1).tolist()[0]``
+                return any(loops.words(self.ctx.code_for(t.target)) & _ACTION_WORDS for t in parent.targets)
+            if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return False
+            if isinstance(parent, cst.Call) and isinstance(parent.func, cst.Attribute):
+                receiver = loops.words(self.ctx.code_for(parent.func.value))
+                if parent.func.attr.value in ("step", "step_async", "act") and receiver & _ENV_WORDS:
+                    return True
+        return False
+
+    def not_host(self, expr: cst.BaseExpression) -> bool:
+        return self.facts.kind(expr) is not Kind.HOST
+
+    def is_tensor(self, expr: cst.BaseExpression) -> bool:
+        return self.facts.kind(expr) is Kind.TENSOR
+
+
+# --------------------------------------------------------------------------------------------------------------
+class ItemInLoop(_SyncRule):
+    code = "TL101"
+    triggers = (".item(",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._accumulations: list[tuple[cst.Call, cst.AugAssign, HotLoop]] = []
+        self._reported: list[tuple[cst.Call, str]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if _method(node) != "item" or node.args:
+            return
+        receiver = node.func.value
+        loop = self.hot(node)
+        if loop is None or not self.not_host(receiver):
+            return
+        message = (f"`{_snippet(self.ctx, node)}` in {loop.description} copies a scalar to the host and waits "
+                   f"for the GPU every step")
+        accumulation = _accumulation_of(node, self.ctx)
+        if accumulation is not None:
+            self._accumulations.append((node, accumulation, loop))
+            self._reported.append((node, message))
+        else:
+            self.report(node, message)
+
+    def finish(self) -> None:
+        # The accumulator fix needs every read of the name, including those after the loop: decided at the end.
+        fixes = {id(call): _accumulator_fix(call, aug, loop, self) for call, aug, loop in self._accumulations}
+        for call, message in self._reported:
+            self.report(call, message, fix=fixes.get(id(call)))
+
+
+def _accumulation_of(call: cst.Call, ctx) -> cst.AugAssign | None:
+    """The ``total += loss.item()`` (or ``+= loss.item() * n``) statement ``call`` is the added value of."""
+    parent = ctx.parent(call)
+    if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, (cst.Multiply, cst.Divide)):
+        value, parent = parent, ctx.parent(parent)
+    else:
+        value = call
+    if (isinstance(parent, cst.AugAssign) and parent.value is value and isinstance(parent.operator, cst.AddAssign)
+            and isinstance(parent.target, cst.Name)):
+        return parent
+    return None
+
+
+def _accumulator_fix(call: cst.Call, aug: cst.AugAssign, loop: HotLoop, rule: _SyncRule) -> Fix | None:
+    """``total += loss.item()`` -> ``total += loss.detach()``, and every read of ``total`` -> ``float(total)``.
+
+    Only in the simple case where that is mechanically correct: ``total`` is bound in this function only by float
+    literals (``total = 0.0``) and this one ``+=``, holds exactly this one ``.item()``, is not mentioned elsewhere
+    (nested functions, strings, ``global``), and is never read on an unguarded path of the per-step loop.
+    ``float()`` keeps reads correct when the loop ran zero times (``total`` is still the float literal).
+    """
+    ctx, facts = rule.ctx, rule.facts
+    name = aug.target.value
+    if sum(1 for n in _names_in(aug.value) if n == "item") != 1:
+        return None
+    scope = facts.scope_of(aug)
+    table = facts.bindings(scope)
+    bindings = table.bindings.get(name, [])
+    for binding in bindings:
+        if binding.augmented:
+            if binding.value is not aug.value:
+                return None
+        elif not (isinstance(binding.value, cst.Float) and binding.element is None):
+            return None
+    names = [node for node in table.order if isinstance(node, cst.Name) and node.value == name]
+    if len(re.findall(rf"\b{re.escape(name)}\b", ctx.code_for(scope))) != len(names):
+        return None
+    receiver = call.func.value
+    edits = [rule.edit(call, f"{ctx.code_for(receiver)}.detach()")]
+    for node in names:
+        parent = ctx.parent(node)
+        if node is aug.target:
+            continue
+        if isinstance(parent, cst.AssignTarget) and parent.target is node:
+            continue  # a reset ``total = 0.0``
+        if (isinstance(parent, cst.Attribute) and parent.attr is node) or \
+                (isinstance(parent, cst.Arg) and parent.keyword is node) or not isinstance(parent, cst.CSTNode):
+            return None
+        if not isinstance(parent, (cst.Arg, cst.BinaryOperation, cst.Comparison, cst.FormattedStringExpression,
+                                   cst.Element, cst.DictElement, cst.Return, cst.Assign, cst.AugAssign,
+                                   cst.UnaryOperation, cst.Index)):
+            return None
+        if facts.hot_loop(node) is not None:
+            return None  # read every step: the fix would not remove the sync
+        edits.append(rule.edit(node, f"float({name})"))
+    title = f"accumulate `{ctx.code_for(receiver)}.detach()` on the device; read `{name}` with float() after the loop"
+    return Fix(title, tuple(edits), safe=False)
+
+
+def _names_in(node: cst.CSTNode) -> list[str]:
+    """Method names called in ``node`` (cheap: only the handful of nodes of one statement)."""
+    found: list[str] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            if isinstance(call.func, cst.Attribute):
+                found.append(call.func.attr.value)
+
+    node.visit(_Calls())
+    return found
+
+
+# --------------------------------------------------------------------------------------------------------------
+class DeviceToHostCopyInLoop(_SyncRule):
+    code = "TL102"
+    triggers = (".cpu(", ".tolist(", ".numpy(", ".to(")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        method = _method(node)
+        if method == "cpu" or method == "tolist":
+            if node.args:
+                return
+        elif method == "numpy":
+            # A CUDA tensor's .numpy() raises; only .numpy(force=True) copies (torch >= 2.1).
+            if not any(a.keyword is not None and a.keyword.value == "force" and
+                       not (isinstance(a.value, cst.Name) and a.value.value == "False") for a in node.args):
+                return
+        elif method != "to" or not loops.is_to_cpu(node, self.ctx):
+            return
+        loop = self.hot(node)
+        if loop is None or not self.not_host(node.func.value):
+            return
+        self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} copies device memory to the host "
+                          f"and waits for the GPU every step")
+
+
+# --------------------------------------------------------------------------------------------------------------
+class TensorToPythonScalarInLoop(_SyncRule):
+    code = "TL103"
+    triggers = ("float(", "int(", "bool(", "if ", "while ", "max(", "min(", "assert ")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.ctx.qualified_name(node.func)
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        if name in ("builtins.float", "builtins.int", "builtins.bool") and len(node.args) == len(positional) == 1:
+            why = "reads a tensor's value on the host"
+        elif name in ("builtins.max", "builtins.min") and len(positional) >= 2:
+            why = "compares tensors on the host"
+        else:
+            return
+        loop = self.hot(node)
+        if loop is not None and any(self.is_tensor(value) for value in positional):
+            self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} {why}: a host-device sync every step")
+
+    def _test(self, node: cst.CSTNode, test: cst.BaseExpression, keyword: str) -> None:
+        # The test runs where its statement runs; a while test also runs on every iteration of its own loop.
+        description = self.facts.loop_description(node) if isinstance(node, cst.While) else None
+        loop = HotLoop(node, description) if description and self.torch_file() else self.hot(node)
+        if loop is not None and self._tensor_truth(test) is not None:
+            self.report(test, f"`{keyword} {_snippet(self.ctx, test)}` in {loop.description} takes the truth value "
+                              f"of a tensor on the host: a host-device sync every step")
+
+    def _tensor_truth(self, test: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The part of an if/while/assert test whose truth value is a tensor's, if any."""
+        if isinstance(test, cst.BooleanOperation):
+            return self._tensor_truth(test.left) or self._tensor_truth(test.right)
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._tensor_truth(test.expression)
+        return test if self.is_tensor(test) else None
+
+    def visit_If(self, node: cst.If) -> None:
+        self._test(node, node.test, "if")
+
+    def visit_While(self, node: cst.While) -> None:
+        self._test(node, node.test, "while")
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._test(node, node.test, "assert")
+
+
+# --------------------------------------------------------------------------------------------------------------
+class TensorFormattingInLoop(_SyncRule):
+    code = "TL104"
+    triggers = ("print(", "f\"", "f'", ".format(", "%", "str(", "repr(", "set_postfix", "log")
+
+    def _check(self, node: cst.CSTNode, values) -> None:
+        """Report ``node`` when it runs every step and one of the formatted ``values`` is a tensor."""
+        loop = self.hot(node) if values else None
+        tensor = self._first_tensor(values) if loop is not None else None
+        if tensor is not None:
+            self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} formats tensor "
+                              f"`{_snippet(self.ctx, tensor, 32)}` (Tensor.__format__ calls .item()): "
+                              f"a host-device sync every step")
+
+    def _first_tensor(self, exprs) -> cst.BaseExpression | None:
+        for expr in exprs:
+            if isinstance(expr, cst.Tuple):
+                found = self._first_tensor(e.value for e in expr.elements)
+                if found is not None:
+                    return found
+            elif self.is_tensor(expr):
+                return expr
+        return None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        name = self.ctx.qualified_name(func)
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        if name in ("builtins.print", "builtins.str", "builtins.repr"):
+            values = [a.value for a in node.args if a.keyword is None and not a.star]  # not sep=, file=
+        elif method == "format" and isinstance(func.value, (cst.SimpleString, cst.ConcatenatedString)) or \
+                method in ("set_postfix", "set_postfix_str", "set_description"):
+            values = [a.value for a in node.args if not a.star]
+        elif method in _LOGGING and node.args and \
+                loops.words(self.ctx.code_for(func.value)) & {"log", "logger", "logging"}:
+            values = [a.value for a in node.args[1:] if not a.star]  # the format string itself is not a tensor
+        else:
+            return
+        self._check(node, values)
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        self._check(node, [part.expression for part in node.parts if isinstance(part, cst.FormattedStringExpression)])
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.Modulo) and isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString)):
+            self._check(node, [node.right])
+
+
+# --------------------------------------------------------------------------------------------------------------
+class CudaSynchronizeInLoop(_SyncRule):
+    code = "TL105"
+    triggers = ("synchronize",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        name = self.ctx.qualified_name(func)
+        if name not in _SYNCHRONIZE:
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "synchronize"
+                    and isinstance(func.value, cst.Call) and self.ctx.qualified_name(func.value.func) in _STREAMS):
+                return
+        loop = self.hot(node)
+        if loop is not None:
+            self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} blocks the host until the GPU "
+                              f"has finished all queued work, every step")
+
+
+# --------------------------------------------------------------------------------------------------------------
+class NonzeroInLoop(_SyncRule):
+    code = "TL106"
+    triggers = ("nonzero", "where", "masked_select", "unique", "argwhere", "[")
+
+    def _report(self, node: cst.CSTNode, what: str) -> None:
+        loop = self.hot(node)
+        if loop is not None:
+            self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} {what}: the host waits for the "
+                              f"GPU to count the elements every step")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        name = self.ctx.qualified_name(func)
+        if name and name.startswith("torch."):
+            leaf = name[6:]
+            if leaf in _DATA_DEPENDENT:
+                self._report(node, "has a data-dependent output size")
+            elif leaf == "where" and len(node.args) == 1 and node.args[0].keyword is None:
+                self._report(node, "(one-argument where, i.e. nonzero) has a data-dependent output size")
+            return
+        if _method(node) in _DATA_DEPENDENT and name is None and self.hot(node) and self.not_host(func.value):
+            self._report(node, "has a data-dependent output size")
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return
+        index = node.slice[0].slice.value
+        if not self._mask_like(index, 0) or self.hot(node) is None:
+            return
+        parent = self.ctx.parent(node)
+        if isinstance(parent, cst.AssignTarget) and parent.target is node:
+            assign = self.ctx.parent(parent)
+            value = assign.value if isinstance(assign, cst.Assign) else None
+            if value is None or isinstance(value, cst.Subscript) or loops.is_python_scalar(value, self.ctx):
+                return  # ``x[mask] = 0.0`` is masked_fill_; ``x[m] = y[m]`` is reported at the read
+            if not self.is_tensor(value) or not self._is_mask(index, node.value):
+                return
+            self._report(node, "(boolean-mask assignment of a tensor) needs the mask's nonzero indices")
+        elif self.not_host(node.value) and self._is_mask(index, node.value):
+            self._report(node, "(boolean-mask indexing) has a data-dependent shape")
+
+    @staticmethod
+    def _mask_like(expr: cst.BaseExpression, depth: int) -> bool:
+        """Cheap shape test before any inference: could this index be a boolean mask?"""
+        if isinstance(expr, cst.Comparison):
+            return not any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons)
+        if isinstance(expr, cst.UnaryOperation):
+            return isinstance(expr.operator, cst.BitInvert)
+        if isinstance(expr, cst.BinaryOperation):
+            return isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor))
+        if isinstance(expr, cst.Call):
+            return _method(expr) in _MASK_METHODS or (
+                isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MASK_METHODS)
+        return isinstance(expr, cst.Name) and depth == 0
+
+    def _is_mask(self, expr: cst.BaseExpression, indexed: cst.BaseExpression, depth: int = 0) -> bool:
+        """Evidence that ``expr`` is a boolean tensor: a tensor comparison, ``~m``, ``a & b``, ``.bool()``, ..."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.Comparison):
+            kinds = [self.facts.kind(expr.left), *(self.facts.kind(c.comparator) for c in expr.comparisons)]
+            if Kind.TENSOR in kinds:
+                return True
+            # ``logits[labels != -100]``: a comparison of a non-host value indexing a tensor
+            return any(k is Kind.UNKNOWN for k in kinds) and self.is_tensor(indexed)
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
+            return self._is_mask(expr.expression, indexed, depth + 1)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+            return self._is_mask(expr.left, indexed, depth + 1) or self._is_mask(expr.right, indexed, depth + 1)
+        if isinstance(expr, cst.Call):
+            name = self.ctx.qualified_name(expr.func)
+            if name and name.startswith("torch.") and name[6:] in _MASK_METHODS:
+                return True
+            return _method(expr) in _MASK_METHODS and self.is_tensor(expr.func.value)
+        if isinstance(expr, cst.Name):
+            value = self.facts.value_of(expr)
+            return value is not None and self._mask_like(value, depth + 1) and self._is_mask(value, indexed, depth + 1)
+        return False
