@@ -176,6 +176,11 @@ def rules_cmd(fmt: str) -> None:
     click.echo(tabulate(table, headers=["code", "name", "severity", "checks", "fix"], tablefmt="simple"))
 
 
+from tracelint.verify.cli import verify_cmd  # noqa: E402  (imports no torch)
+
+cli.add_command(verify_cmd, "verify")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: maps every failure to one line on stderr and exit code 2 (click would use 1 for some)."""
     try:

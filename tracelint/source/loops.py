@@ -23,7 +23,7 @@ from weakref import WeakKeyDictionary
 
 import libcst as cst
 
-from tracelint.source.context import iter_children
+from tracelint.source.context import dotted_name, iter_children
 
 
 class Tree(Protocol):
@@ -133,7 +133,7 @@ def _is_step_call(node: cst.CSTNode) -> bool:
     if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
         return False
     attr = node.func.attr.value
-    return attr == "backward" or attr == "step" and bool(words(_dotted(node.func.value) or "") & _STEPPERS)
+    return attr == "backward" or attr == "step" and bool(words(dotted_name(node.func.value) or "") & _STEPPERS)
 
 
 def _own_nodes(body: cst.CSTNode):
@@ -145,19 +145,6 @@ def _own_nodes(body: cst.CSTNode):
         yield node
         if not isinstance(node, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             stack.extend(iter_children(node))
-
-
-def _dotted(expr: cst.BaseExpression) -> str | None:
-    parts: list[str] = []
-    while isinstance(expr, cst.Attribute):
-        parts.append(expr.attr.value)
-        expr = expr.value
-    if isinstance(expr, cst.Call):  # self.get_env().step -> words of get_env
-        return _dotted(expr.func)
-    if not isinstance(expr, cst.Name):
-        return None
-    parts.append(expr.value)
-    return ".".join(reversed(parts))
 
 
 def _body_steps(body: cst.BaseSuite) -> bool:

@@ -1,0 +1,130 @@
+"""The harness: the step clock and its block timing (in process), and runs in a subprocess on the CPU."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.verify.conftest import CPU, SCRIPTS
+from tracelint.verify.harness import BACKWARD_FALLBACK, Clock, StopRun
+from tracelint.verify.run import RunSettings, run_once
+
+
+class FakeLoss:
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def numel(self) -> int:
+        return 1
+
+    def detach(self) -> "FakeLoss":
+        return self
+
+
+def make_clock(warmup=2, steps=3, blocks=2):
+    events: list = []
+    written: list[dict] = []
+    clock = Clock(warmup=warmup, steps=steps, blocks=blocks, sync=lambda: events.append("sync"),
+                  write=written.append, read_loss=lambda t: t.value)
+    return clock, events, written
+
+
+def test_clock_syncs_only_at_block_boundaries_and_stops_after_the_last_block():
+    clock, events, written = make_clock(warmup=2, steps=3, blocks=2)
+    opt = object()
+    for _ in range(2 + 3 * 2 - 1):
+        clock.optimizer_step(opt)
+    # One sync when timing starts (after warm-up) and one at the end of the first block; none per step.
+    assert events == ["sync", "sync"]
+    with pytest.raises(StopRun):
+        clock.optimizer_step(opt)
+    assert events == ["sync"] * 3
+    result = written[-1]
+    assert result["status"] == "ok" and result["ticks"] == 8 and result["clock"] == "optimizer"
+    assert len(result["block_ms"]) == 2 and all(ms >= 0 for ms in result["block_ms"])
+
+
+def test_clock_counts_only_the_first_optimizer():
+    clock, events, _ = make_clock(warmup=1, steps=5, blocks=2)
+    generator, discriminator = object(), object()
+    for _ in range(3):
+        clock.optimizer_step(generator)
+        clock.optimizer_step(discriminator)
+    assert clock.ticks == 3
+
+
+def test_clock_falls_back_to_backward_calls_without_optimizer_steps():
+    clock, events, written = make_clock(warmup=1, steps=2, blocks=2)
+    for i in range(BACKWARD_FALLBACK - 1):
+        clock.backward(FakeLoss(1.0))
+    assert clock.source is None and clock.ticks == 0
+    with pytest.raises(StopRun):
+        for _ in range(10):
+            clock.backward(FakeLoss(0.5))
+    assert written[-1]["clock"] == "backward" and written[-1]["status"] == "ok"
+    assert written[-1]["losses"] == [0.5, 0.5]
+
+
+def test_clock_stops_a_diverged_run_at_the_next_block_boundary():
+    clock, _, written = make_clock(warmup=1, steps=2, blocks=5)
+    opt = object()
+    clock.optimizer_step(opt)  # end of warm-up: timing starts
+    clock.backward(FakeLoss(1.0))
+    clock.optimizer_step(opt)
+    clock.backward(FakeLoss(float("nan")))
+    with pytest.raises(StopRun):  # the end of the first block reads the loss
+        clock.optimizer_step(opt)
+    assert written[-1]["status"] == "diverged" and math.isnan(written[-1]["losses"][-1])
+
+
+@pytest.mark.slow
+def test_a_script_that_would_run_forever_stops_after_warmup_and_the_blocks(tmp_path):
+    script = SCRIPTS / "one_fix.py"
+    settings = RunSettings(warmup=3, steps=4, blocks=3, device="cpu", timeout_s=120)
+    outcome = run_once(script, script, [], settings, tmp_path)
+    assert outcome.ok, outcome.reason + outcome.stderr_tail
+    assert len(outcome.block_ms) == 3 and all(ms > 0 for ms in outcome.block_ms)
+    assert len(outcome.losses) == 3 and all(math.isfinite(v) for v in outcome.losses)
+    assert outcome.clock == "optimizer" and outcome.torch and outcome.device.startswith("CPU")
+    data = json.loads((tmp_path / "result.json").read_text())
+    assert data["ticks"] == 3 + 4 * 3
+
+
+@pytest.mark.slow
+def test_backward_fallback_and_tf32_override_in_a_real_run(tmp_path, monkeypatch):
+    seen = tmp_path / "precision.txt"
+    monkeypatch.setenv("TRACE_PRECISION_TO", str(seen))
+    script = SCRIPTS / "no_optimizer.py"
+    outcome = run_once(script, script, [], CPU, tmp_path / "run", precision="tf32")
+    assert outcome.ok, outcome.reason + outcome.stderr_tail
+    assert outcome.clock == "backward"
+    lines = seen.read_text().split()
+    # The script set allow_tf32 = False itself; from the first tick on the harness holds TF32 on.
+    assert lines[BACKWARD_FALLBACK + 1:] and set(lines[BACKWARD_FALLBACK + 1:]) == {"high"}
+
+
+@pytest.mark.slow
+def test_a_script_that_ends_early_fails_with_the_step_count(tmp_path):
+    script = SCRIPTS / "short.py"
+    outcome = run_once(script, script, [], CPU, tmp_path)
+    assert not outcome.ok
+    assert "ended after 7 steps" in outcome.reason and str(CPU.needed_steps) in outcome.reason
+
+
+def test_bf16_variant_runs_module_calls_under_autocast_and_returns_float32():
+    torch = pytest.importorskip("torch")
+    from tracelint.verify import harness
+
+    original = torch.nn.Module.__call__
+    inner_dtypes = []
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    model[0].register_forward_hook(lambda m, i, out: inner_dtypes.append(out.dtype))
+    try:
+        harness._autocast_modules("cpu")
+        out = model(torch.randn(4, 8))
+    finally:
+        torch.nn.Module.__call__ = original
+    assert inner_dtypes == [torch.bfloat16]
+    assert out.dtype == torch.float32

@@ -1,0 +1,111 @@
+"""The report: the table (text), the JSON/SARIF data, the command's exit codes, and one end-to-end CPU run."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tests.verify.conftest import CPU, SCRIPTS
+from tracelint.engine import Edit, Finding, Fix, Severity, SourceLocation
+from tracelint.verify.cli import verify_cmd
+from tracelint.verify.measure import Row, Verification
+from tracelint.verify.report import render_json, render_sarif, render_text
+from tracelint.verify.run import RunOutcome
+from tracelint.verify.stats import baseline_of, judge
+from tracelint.verify.variants import Variant
+
+FINDING = Finding("TL202", Severity.WARNING, "DataLoader without pin_memory=True", SourceLocation("train.py", 12, 4),
+                  Fix("Set pin_memory=True", (Edit(12, 4, 12, 9, "True"),), True))
+
+
+def synthetic() -> Verification:
+    base = (RunOutcome(True, (10.0, 10.1, 10.2), (2.0,), device="GPU X", torch="2.x"),
+            RunOutcome(True, (10.1, 10.0, 10.2), (2.0,)))
+    fast = RunOutcome(True, (7.0, 7.1, 7.05), (2.0,))
+    broken = RunOutcome(False, reason="exit code 1", stderr_tail="Traceback\nRuntimeError: boom")
+    baseline = baseline_of(base)
+    rows = (
+        Row(Variant("TL202:12", "Set pin_memory=True", True, "x", finding=FINDING), judge(baseline, fast, True), fast),
+        Row(Variant("bf16", "bf16 autocast around module calls", False, "x", precision="bf16"),
+            judge(baseline, broken, True), broken),
+    )
+    return Verification("train.py", CPU, "GPU X", "2.x", base, rows, (FINDING,))
+
+
+def test_text_table_has_one_row_per_variant_and_shows_failures():
+    text = render_text([synthetic()])
+    assert text.startswith("tracelint verify train.py\nGPU X · torch 2.x")
+    assert "not claims" in text  # CPU settings
+    row = next(line for line in text.splitlines() if line.startswith("train.py:12"))
+    assert "TL202" in row and "(safe)" in row and "1.43×" in row and row.rstrip().endswith("confirmed")
+    assert "10.10 (10.00–10.20)" in row and "7.05 (7.00–7.10)" in row
+    bf16 = next(line for line in text.splitlines() if " bf16 " in line)
+    assert "unsafe: changes numerics" in bf16 and bf16.rstrip().endswith("failed")
+    assert "bf16 failed: exit code 1" in text and "  | RuntimeError: boom" in text
+
+
+def test_json_carries_a_verification_object_per_measured_finding():
+    doc = json.loads(render_json([synthetic()]))
+    (finding,) = doc["findings"]
+    v = finding["details"]["verification"]
+    assert v["status"] == "confirmed" and v["speedup"] == pytest.approx(10.1 / 7.05, rel=1e-3)
+    assert v["baseline_ms"] == 10.1 and v["fixed_ms"] == 7.05
+    assert v["spread"] == {"baseline": [10.0, 10.2], "fixed": [7.0, 7.1]}
+    assert (v["blocks"], v["steps"], v["device"], v["torch"]) == (CPU.blocks, CPU.steps, "GPU X", "2.x")
+    (target,) = doc["verify"]
+    assert target["timing_claims"] is False and target["baseline"]["status"] == "ok"
+    statuses = {e["key"]: e["verification"]["status"] for e in target["variants"]}
+    assert statuses == {"TL202:12": "confirmed", "bf16": "failed"}
+    assert "RuntimeError: boom" in target["variants"][1]["verification"]["stderr_tail"]
+
+
+def test_sarif_results_carry_the_verification():
+    doc = json.loads(render_sarif([synthetic()]))
+    (result,) = doc["runs"][0]["results"]
+    assert result["ruleId"] == "TL202" and result["properties"]["verification"]["status"] == "confirmed"
+    assert doc["runs"][0]["properties"]["verify"][0]["target"] == "train.py"
+
+
+def test_without_torch_one_line_and_exit_2(monkeypatch):
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
+    result = CliRunner().invoke(verify_cmd, [str(SCRIPTS / "one_fix.py")])
+    assert result.exit_code == 2
+    assert result.output.strip() == "tracelint verify: needs torch with a CUDA device (torch not installed)"
+
+
+def test_usage_errors_exit_2():
+    runner = CliRunner()
+    assert runner.invoke(verify_cmd, []).exit_code == 2
+    assert runner.invoke(verify_cmd, ["nope.py"]).exit_code == 2
+    assert runner.invoke(verify_cmd, [str(SCRIPTS / "one_fix.py"), "--rule", "TL101"]).exit_code == 2
+
+
+@pytest.mark.slow
+def test_cuda_requested_on_a_machine_without_it_exits_2():
+    pytest.importorskip("torch")
+    from tests.conftest import _cuda_available
+
+    if _cuda_available():
+        pytest.skip("this machine has CUDA")
+    result = CliRunner().invoke(verify_cmd, [str(SCRIPTS / "one_fix.py")])
+    assert result.exit_code == 2 and "sees no CUDA device" in result.output
+
+
+@pytest.mark.slow
+def test_end_to_end_on_the_cpu(tmp_path):
+    """One real verification (baseline twice + the TL301 fix) through the command, as JSON."""
+    script = SCRIPTS / "one_fix.py"
+    before = script.read_bytes()
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(verify_cmd, [str(script), "--device", "cpu", "--precision", "none", "--warmup", "2",
+                                             "--steps", "3", "--blocks", "3", "--format", "json", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert script.read_bytes() == before
+    doc = json.loads(out.read_text())
+    (finding,) = doc["findings"]
+    v = finding["details"]["verification"]
+    assert finding["code"] == "TL301" and v["status"] in ("confirmed", "no-effect", "slower")
+    assert len(v["fixed_blocks_ms"]) == 3 and v["baseline_ms"] > 0 and v["speedup"] > 0
+    (target,) = doc["verify"]
+    assert [len(run) for run in target["baseline"]["runs_ms"]] == [3, 3]

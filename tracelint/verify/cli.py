@@ -1,0 +1,107 @@
+"""``tracelint verify``: the click command (registered by tracelint/cli.py). Parses options and calls
+tracelint.verify; imports without torch."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from tracelint.engine.result import EXIT_CLEAN, EXIT_ERROR
+
+
+def _progress(enabled: bool | None):
+    if enabled is None:
+        enabled = sys.stderr.isatty() and os.environ.get("PRE_COMMIT") != "1"
+    return (lambda message: click.echo(f"tracelint verify: {message}", err=True)) if enabled else None
+
+
+def _precision(value: str) -> list[str] | None:
+    if value == "auto":
+        return None
+    if value == "none":
+        return []
+    modes = [m.strip().lower() for m in value.split(",") if m.strip()]
+    bad = [m for m in modes if m not in ("tf32", "bf16")]
+    if bad:
+        raise click.UsageError(f"--precision {value!r}: expected auto, none, tf32, bf16 or tf32,bf16")
+    return modes
+
+
+@click.command("verify", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("script", required=False, type=click.Path(dir_okay=False))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--rule", "rules", multiple=True, help="Run this rule's catalog bad/good example pair (repeatable).")
+@click.option("--all-rules", is_flag=True, help="Run every rule's runnable catalog example pair.")
+@click.option("--warmup", type=click.IntRange(1), default=5, show_default=True, help="Steps run before timing.")
+@click.option("--steps", type=click.IntRange(1), default=20, show_default=True, help="Steps per timed block.")
+@click.option("--blocks", type=click.IntRange(2), default=5, show_default=True, help="Timed blocks per run.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=300, show_default=True,
+              help="Wall-clock limit of one run, in seconds.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
+              help="cpu: test the harness without a GPU (its timings are no claims).")
+@click.option("--precision", "precision", default="auto", show_default=True,
+              help="Precision variants: auto (when the script looks matmul-bound), none, tf32, bf16, tf32,bf16.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the report to this file instead of stdout.")
+@click.option("--keep", type=click.Path(file_okay=False), default=None,
+              help="Keep the patched copies and the run logs in this folder.")
+@click.option("--progress/--no-progress", default=None, help="One line per run on stderr (default: on a terminal).")
+def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, timeout_s, device, precision, fmt,
+               output, keep, progress) -> None:
+    """Measure the fixes: run SCRIPT as written and with each proposed fix applied, on the GPU, and report the
+    speedup of each (confirmed, no-effect or failed). Arguments after `--` go to the script.
+
+    \b
+    tracelint verify train.py -- --epochs 1     the findings of train.py, measured
+    tracelint verify --rule TL101               the rule's catalog example pair as a micro-benchmark
+    tracelint verify --all-rules                every rule with a runnable example pair
+
+    The script runs in a subprocess from its own folder; the patched copies live in a temporary folder (your files
+    are never written). Each run stops itself after warm-up + blocks x steps optimizer steps.
+    """
+    from tracelint.verify import EnvironmentProblem, RunSettings, verify_rules, verify_script
+    from tracelint.verify.report import render_json, render_sarif, render_text
+
+    if bool(script) == bool(rules or all_rules):
+        raise click.UsageError("give a SCRIPT, or --rule CODE / --all-rules (not both)")
+    settings = RunSettings(warmup=warmup, steps=steps, blocks=blocks, device=device, timeout_s=timeout_s)
+    say = _progress(progress)
+    keep_dir = Path(keep) if keep else None
+    try:
+        if script:
+            path = Path(script)
+            if not path.is_file():
+                raise click.UsageError(f"{script}: no such file")
+            if path.suffix != ".py":
+                raise click.UsageError(f"{script}: not a Python script (.py)")
+            verifications = [verify_script(path, script_args, settings, precision=_precision(precision),
+                                           keep=keep_dir, progress=say)]
+        else:
+            codes = None if all_rules else [c.strip() for r in rules for c in r.split(",") if c.strip()]
+            verifications = verify_rules(codes, settings, keep=keep_dir, progress=say)
+            if not verifications:
+                click.echo("tracelint verify: no rule has a runnable example pair", err=True)
+                sys.exit(EXIT_ERROR)
+    except EnvironmentProblem as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(EXIT_ERROR)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    render = {"text": render_text, "json": render_json, "sarif": render_sarif}[fmt]
+    text = render(verifications)
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=False)
+    for v in verifications:
+        for error in v.errors:
+            click.echo(f"error: {error}", err=True)
+    failed = any(v.baseline_failed or v.errors for v in verifications)
+    sys.exit(EXIT_ERROR if failed else EXIT_CLEAN)
+
+
+if __name__ == "__main__":  # `python -m tracelint.verify.cli`, usable before the command is registered
+    verify_cmd.main(prog_name="tracelint verify")

@@ -1,0 +1,139 @@
+"""One verification: run the baseline (first and last), then each variant, each in its own subprocess under the
+same harness settings, and judge every variant against the baseline. Never imports torch in this process."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracelint.engine import Finding, InputError
+from tracelint.verify.run import RunOutcome, RunSettings, run_once
+from tracelint.verify.stats import FAILED, Baseline, Timing, Verdict, baseline_of, judge
+from tracelint.verify.variants import Variant
+
+Progress = Callable[[str], None]
+
+
+class EnvironmentProblem(Exception):
+    """torch or the device is missing: one line for the user, exit code 2."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    variant: Variant
+    verdict: Verdict
+    outcome: RunOutcome | None  # None when it was not run (the baseline failed)
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """Everything one ``tracelint verify`` target produced: the baseline runs, one row per variant, and the lint
+    findings the variants came from."""
+
+    target: str
+    settings: RunSettings
+    device: str
+    torch: str
+    baseline_runs: tuple[RunOutcome, ...]
+    rows: tuple[Row, ...]
+    findings: tuple[Finding, ...] = ()
+    errors: tuple[InputError, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def baseline(self) -> Baseline | None:
+        return baseline_of(self.baseline_runs)
+
+    @property
+    def baseline_failed(self) -> RunOutcome | None:
+        """The failed first baseline run, when the baseline could not be measured at all."""
+        return None if self.baseline else (self.baseline_runs[0] if self.baseline_runs else None)
+
+
+def probe(device: str) -> tuple[str, str]:
+    """(device name, torch version) of the interpreter the runs will use; EnvironmentProblem when it cannot run
+    them. Probed in a subprocess: the parent never imports torch nor holds a CUDA context while the runs work."""
+    if importlib.util.find_spec("torch") is None:
+        raise EnvironmentProblem("tracelint verify: needs torch with a CUDA device (torch not installed)")
+    code = (
+        "import json, platform, torch\n"
+        "cuda = torch.cuda.is_available()\n"
+        "name = torch.cuda.get_device_name() if cuda else 'CPU (' + (platform.processor() or platform.machine()) + ')'\n"
+        "print(json.dumps({'torch': torch.__version__, 'cuda': cuda, 'device': name}))\n"
+    )
+    if device == "cpu":
+        code = code.replace("torch.cuda.is_available()", "False")
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+        facts = json.loads(done.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        raise EnvironmentProblem("tracelint verify: needs torch with a CUDA device (importing torch failed)") from None
+    if device == "cuda" and not facts["cuda"]:
+        raise EnvironmentProblem(
+            f"tracelint verify: needs torch with a CUDA device (torch {facts['torch']} sees no CUDA device; "
+            "--device cpu runs on the CPU for testing)")
+    return facts["device"], facts["torch"]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:40]
+
+
+def measure(original: Path, variants: Sequence[Variant], argv: Sequence[str], settings: RunSettings, workdir: Path,
+            *, baseline_code: Path | None = None, progress: Progress | None = None) -> tuple[tuple[RunOutcome, ...],
+                                                                                          tuple[Row, ...]]:
+    """Baseline (``baseline_code``, default the original file itself), the variants, the baseline again.
+    Variants with the same text and precision run once. Returns (baseline runs, rows)."""
+    say = progress or (lambda _m: None)
+    baseline_code = baseline_code or original
+    total = len(variants) + 2
+
+    def run(label: str, code: Path, precision: str | None, index: int, name: str) -> RunOutcome:
+        started = time.perf_counter()
+        say(f"[{index}/{total}] {label} ...")
+        outcome = run_once(code, original, list(argv), settings, workdir / name, precision=precision)
+        result = statistics_line(outcome) if outcome.ok else f"failed: {outcome.reason}"
+        say(f"[{index}/{total}] {label}: {result} ({time.perf_counter() - started:.1f} s)")
+        return outcome
+
+    first = run("baseline", baseline_code, None, 1, "baseline-1")
+    if not first.ok:
+        rows = tuple(Row(v, Verdict(FAILED, f"not run: the baseline failed ({first.reason})"), None) for v in variants)
+        return (first,), rows
+    outcomes: dict[tuple[str, str | None], RunOutcome] = {}
+    ran: list[tuple[Variant, RunOutcome]] = []
+    for i, variant in enumerate(variants, start=2):
+        key = (variant.text, variant.precision)
+        if key not in outcomes:
+            name = f"{i:02d}-{_slug(variant.key)}"
+            code = baseline_code
+            if variant.text != _read(baseline_code):
+                code = workdir / name / "code" / original.name
+                code.parent.mkdir(parents=True, exist_ok=True)
+                code.write_text(variant.text, encoding="utf-8")
+            outcomes[key] = run(variant.key, code, variant.precision, i, name)
+        else:
+            say(f"[{i}/{total}] {variant.key}: same code as an earlier variant, not run again")
+        ran.append((variant, outcomes[key]))
+    last = run("baseline (again)", baseline_code, None, total, "baseline-2")
+    baseline_runs = (first, last)
+    baseline = baseline_of(baseline_runs)
+    assert baseline is not None
+    loss_finite = first.final_loss_finite
+    rows = tuple(Row(v, judge(baseline, o, loss_finite), o) for v, o in ran)
+    return baseline_runs, rows
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def statistics_line(outcome: RunOutcome) -> str:
+    t = Timing(outcome.block_ms)
+    return f"{t.median:.2f} ms/step ({t.low:.2f}-{t.high:.2f})"
