@@ -98,8 +98,12 @@ def _result(finding: Finding, rule_index: int, fingerprint: str) -> dict:
         "locations": [{"physicalLocation": _physical(at)}],
         "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
     }
+    properties: dict = {}
     if isinstance(finding.location, TraceLocation):
-        out["properties"] = {"origin": "trace", "trace": {"path": finding.path, **trace_fields(finding.location)}}
+        properties = {"origin": "trace", "trace": {"path": finding.path, **trace_fields(finding.location)}}
+    properties.update(finding.details)  # measured facts (trace numbers, a `verification` result) as properties
+    if properties:
+        out["properties"] = properties
     return out
 
 

@@ -113,6 +113,13 @@ class TraceAnalysis:
     warnings: tuple[str, ...] = ()  # the loader's notes (truncation, repaired values, skipped events)
     truncated: bool = False  # the file ended early (a killed run): the last step may be partial
     _kernel_classes: dict = field(default_factory=dict, repr=False)
+    _memo: dict = field(default_factory=dict, repr=False)
+
+    def memo(self, key: str, compute):
+        """``compute(self)`` once per analysis: for derived data that several rules share."""
+        if key not in self._memo:
+            self._memo[key] = compute(self)
+        return self._memo[key]
 
     @property
     def rank(self) -> int | None:

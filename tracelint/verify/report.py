@@ -106,11 +106,6 @@ def render_sarif(verifications: Sequence[Verification]) -> str:
     doc = sarif.document(result)
     run = doc["runs"][0]
     run.setdefault("properties", {})["verify"] = [target_dict(v) for v in verifications]
-    # The SARIF renderer does not carry Finding.details yet: put each verification into its result's properties.
-    for finding, entry in zip(result.findings, run["results"]):
-        details = dict(finding.details)
-        if "verification" in details:
-            entry.setdefault("properties", {}).setdefault("verification", details["verification"])
     return dumps(doc) + "\n"
 
 

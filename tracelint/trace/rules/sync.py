@@ -104,13 +104,12 @@ def _classify(chain: list[Op], call: RuntimeCall, copies) -> tuple[str, str, Op 
     return None
 
 
-_cache: list = [None, None]
-
-
 def sync_sites(analysis: TraceAnalysis) -> list[SyncSite]:
     """Every readback/synchronize site of the trace's steps (computed once per analysis, shared by the 4 rules)."""
-    if _cache[0] is analysis:
-        return _cache[1]
+    return analysis.memo("sync_sites", _sync_sites)
+
+
+def _sync_sites(analysis: TraceAnalysis) -> list[SyncSite]:
     model = analysis.model
     copies = _copies_by_tid(analysis)
     sites: dict[tuple, SyncSite] = {}
@@ -133,9 +132,7 @@ def sync_sites(analysis: TraceAnalysis) -> list[SyncSite]:
         site.count += 1
         site.stall_us += call.end - call.start
         site.steps.add(step)
-    result = sorted(sites.values(), key=lambda s: (s.code, -s.count))
-    _cache[0], _cache[1] = analysis, result
-    return result
+    return sorted(sites.values(), key=lambda s: (s.code, -s.count))
 
 
 class _SyncRule(TraceRule):
