@@ -18,10 +18,25 @@ COMMANDS_TAKING_PATHS = ("check", "trace")
 class _DispatchGroup(click.Group):
     """``tracelint PATH...`` with no command name runs ``tracelint auto PATH...`` (lint or analyze by type)."""
 
+    # Commands whose module is imported only when they run, to keep the lint path's start-up short.
+    lazy = {"verify": ("tracelint.verify.cli", "verify_cmd")}
+
     def parse_args(self, ctx, args):
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+        known = (*self.commands, *self.lazy, "--help", "-h", "--version")
+        if args and args[0] not in known:
             args = ["auto", *args]
         return super().parse_args(ctx, args)
+
+    def list_commands(self, ctx):
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx, name):
+        if name in self.lazy and name not in self.commands:
+            import importlib
+
+            module, attr = self.lazy[name]
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+        return super().get_command(ctx, name)
 
 
 def _common_options(fn):
@@ -174,11 +189,6 @@ def rules_cmd(fmt: str) -> None:
         return
     table = [(r["code"], r["name"], r["severity"], "+".join(r["implemented_by"]), r["fix"]) for r in rows]
     click.echo(tabulate(table, headers=["code", "name", "severity", "checks", "fix"], tablefmt="simple"))
-
-
-from tracelint.verify.cli import verify_cmd  # noqa: E402  (imports no torch)
-
-cli.add_command(verify_cmd, "verify")
 
 
 def main(argv: list[str] | None = None) -> None:
