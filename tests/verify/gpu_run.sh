@@ -28,10 +28,7 @@ verify $S/matmul_fp32.py --precision tf32,bf16
 verify $S/pageable_copies.py --precision none
 verify $S/zero_grad_keep.py --precision none
 verify $S/dataloader_main_process.py --precision none --steps 5 --blocks 3
-# The proposed catalog pairs (tests/verify/pairs): the bad script measured through the rule's own fix.
-verify tests/verify/pairs/TL101_bad.py --precision none
-verify tests/verify/pairs/TL301_bad.py --precision none
-# The catalog pairs (rules whose docs carry a ```python verify pair; none may yet).
+# The catalog pairs (rules whose docs carry a ```python verify pair).
 python3 -m tracelint.verify.cli --all-rules --timeout 120 --format json -o "$OUT/verify/catalog.json" \
     2> "$OUT/verify/catalog.log"; echo "catalog: exit $?"; tail -n 3 "$OUT/verify/catalog.log"
 

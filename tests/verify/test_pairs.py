@@ -93,14 +93,21 @@ def test_pair_runs_bad_against_good_on_the_cpu(rule_doc, monkeypatch):
     assert len(row.verdict.fixed.block_ms) == CPU.blocks
 
 
-PROPOSED = Path(__file__).resolve().parent / "pairs"
+def _runnable_docs():
+    return [doc for doc in catalog().values() if runnable_pair(doc)]
 
 
-@pytest.mark.parametrize("bad", sorted(PROPOSED.glob("*_bad.py")), ids=lambda p: p.stem)
-def test_proposed_pairs_fire_on_the_bad_script_only(bad):
-    code = bad.stem.split("_")[0]
-    good = bad.with_name(bad.name.replace("_bad", "_good"))
+def test_catalog_has_runnable_pairs():
+    assert {"TL101", "TL301"} <= {doc.code for doc in _runnable_docs()}
+
+
+@pytest.mark.parametrize("doc", _runnable_docs(), ids=lambda d: d.code)
+def test_catalog_pairs_are_measured_through_the_rules_fix(doc, tmp_path):
+    pair = runnable_pair(doc)
+    bad, good = tmp_path / "bad.py", tmp_path / "good.py"
+    bad.write_text(pair.bad)
+    good.write_text(pair.good)
     codes = lambda path: {f.code for f in lint_paths([path]) if isinstance(f, Finding)}  # noqa: E731
-    assert code in codes(bad) and code not in codes(good)
-    fixable = [f for f in lint_paths([bad]) if isinstance(f, Finding) and f.code == code and f.fix]
+    assert doc.code in codes(bad) and doc.code not in codes(good)
+    fixable = [f for f in lint_paths([bad]) if isinstance(f, Finding) and f.code == doc.code and f.fix]
     assert fixable, "verify measures a bad script through the rule's fix"

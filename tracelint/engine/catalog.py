@@ -26,7 +26,7 @@ from pathlib import Path
 from tracelint.engine.finding import Severity
 
 REQUIRED_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Measured effect")
-_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.M | re.S)
+_FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```", re.M | re.S)
 
 
 class CatalogError(Exception):
@@ -46,10 +46,12 @@ class RuleDoc:
     sections: dict[str, str] = field(hash=False, compare=False)
     thresholds: dict[str, float] = field(hash=False, compare=False)
 
-    def examples(self, section: str) -> list[str]:
-        """The fenced python blocks of one section ("Example" = bad, "Use instead" = good)."""
+    def examples(self, section: str, marker: str | None = None) -> list[str]:
+        """The fenced python blocks of one section ("Example" = bad, "Use instead" = good); with ``marker``, only
+        the blocks whose opening fence carries that word after the language (```` ```python verify ````)."""
         body = self.sections.get(section, "")
-        return [code for lang, code in _FENCE.findall(body) if lang in ("python", "py")]
+        return [code for lang, info, code in _FENCE.findall(body)
+                if lang in ("python", "py") and (marker is None or marker in info.split())]
 
     @property
     def bad_examples(self) -> list[str]:

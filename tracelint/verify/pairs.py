@@ -10,14 +10,11 @@ cycling over a short list of batches; the harness stops it once it has what it n
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from tracelint.engine.catalog import RuleDoc
 
 MARKER = "verify"
-# The catalog's own fence pattern keeps only the language; the marker is the rest of the opening line.
-_FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```", re.M | re.S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,9 +25,7 @@ class Pair:
 
 
 def marked_blocks(doc: RuleDoc, section: str) -> list[str]:
-    body = doc.sections.get(section, "")
-    return [code for lang, info, code in _FENCE.findall(body)
-            if lang in ("python", "py") and MARKER in info.split()]
+    return doc.examples(section, marker=MARKER)
 
 
 def runnable_pair(doc: RuleDoc) -> Pair | None:
