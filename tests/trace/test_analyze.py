@@ -197,3 +197,24 @@ def test_directory_prefers_trace_files(tmp_path):
     (tmp_path / "manifest.json").write_text("{}")
     results = list(analyze_paths([tmp_path], config=Config()))
     assert len(results) == 1 and isinstance(results[0], Report)
+
+
+def test_empty_trace_is_an_input_error(tmp_path):
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"schemaVersion": 1, "traceEvents": []}')
+    cut = tmp_path / "cut.json"
+    cut.write_text('{"traceEvents": [{"name": "a", "ph": "X", "ts": 1')
+    (first, second) = list(analyze_paths([empty, cut], config=Config()))
+    assert isinstance(first, InputError) and first.message == "empty trace: traceEvents holds no events"
+    assert isinstance(second, InputError) and "read 0 complete events" in second.message
+
+
+def test_trace_cut_before_its_gpu_events_says_so(fixture_traces, tmp_path):
+    # Kineto writes CPU events first: a file cut early holds no kernel yet, which is not a CPU-only profile.
+    raw = gzip.decompress((fixture_traces / "item_per_step.pt.trace.json.gz").read_bytes())
+    first_kernel = raw.index(b'"cat": "kernel"')
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(raw[: first_kernel - 200])
+    report = analyze_trace(cut)
+    assert report.verdict == UNKNOWN
+    assert "truncated" in report.summaries[0].evidence and "CPU-only" not in report.summaries[0].evidence

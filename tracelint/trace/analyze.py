@@ -64,10 +64,21 @@ def analyze_trace(path, *, config: Config | None = None) -> Report:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
+        count = 0
+
+        def counted(chunks):
+            nonlocal count
+            for chunk in chunks:
+                count += len(chunk)
+                yield chunk
+
         try:
-            model = build_model(trace.iter_chunks(), lambda: trace.meta)
+            model = build_model(counted(trace.iter_chunks()), lambda: trace.meta)
         finally:
             trace.close()
+        if count == 0:  # nothing to report on: one line, like any other unreadable input
+            raise TraceReadError(trace.warnings[0] if trace.truncated and trace.warnings
+                                 else "empty trace: traceEvents holds no events")
         warnings = list(trace.warnings)
         if model.skipped_events:
             warnings.append(f"{model.skipped_events} events with unreadable fields were skipped")
@@ -86,7 +97,7 @@ def report_from_model(path: str, model: TraceModel, *, config: Config | None = N
     analyses = []
     for device in devices:
         analysis = analyze_device(path, model, device, min_gap_us=min_gap, warnings=warnings, truncated=truncated)
-        verdict = decide(analysis.metrics, config, cpu_only=device is None, min_gap_us=min_gap)
+        verdict = decide(analysis.metrics, config, cpu_only=device is None, min_gap_us=min_gap, truncated=truncated)
         analysis.verdict, analysis.evidence = verdict.kind, verdict.evidence
         analyses.append(analysis)
     findings = _run_rules(analyses, config)

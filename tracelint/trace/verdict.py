@@ -2,7 +2,8 @@
 
 Decision rule, over the metrics of tracelint.trace.metrics (thresholds are config keys of [tool.tracelint.trace]):
 
-1. ``unknown`` when there is nothing to judge: no GPU activity at all (a CPU-only trace), GPU activity but none
+1. ``unknown`` when there is nothing to judge: no GPU activity at all (a CPU-only trace, or a truncated one cut
+   before its GPU events), GPU activity but none
    launched inside the profiled steps, or a GPU window of zero length.
 2. ``gpu-bound`` when ``gpu_busy_pct`` >= ``gpu-bound-busy-pct`` (default 80): the device is the bottleneck;
    idle time under a fifth of the step is not worth a different verdict. On the project's H200 fixtures the
@@ -48,7 +49,8 @@ def _f(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
 
-def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = False, min_gap_us: float = 5.0) -> Verdict:
+def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = False, min_gap_us: float = 5.0,
+           truncated: bool = False) -> Verdict:
     """The verdict of one device's metrics (see the module docstring for the rule)."""
     config = config or Config()
     busy_limit = config.threshold("gpu-bound-busy-pct", DEFAULT_GPU_BOUND_BUSY_PCT)
@@ -56,6 +58,8 @@ def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = Fals
     where = "of the step window" if metrics.get("has_steps") else "of the trace (no ProfilerStep: whole trace analysed)"
 
     if cpu_only or not metrics.get("gpu_events"):
+        if truncated:  # Kineto writes the CPU events first: a cut file may simply end before the GPU ones
+            return Verdict(UNKNOWN, "unknown: no GPU activity in the part of the trace before the cut (truncated file)")
         return Verdict(UNKNOWN, "unknown: no GPU activity in the trace (CPU-only profile)")
     busy = metrics.get("gpu_busy_pct")
     if busy is None or not metrics.get("gpu_window_us"):
