@@ -218,3 +218,16 @@ def test_trace_cut_before_its_gpu_events_says_so(fixture_traces, tmp_path):
     report = analyze_trace(cut)
     assert report.verdict == UNKNOWN
     assert "truncated" in report.summaries[0].evidence and "CPU-only" not in report.summaries[0].evidence
+
+
+def test_progress_on_stderr_only_for_big_traces(fixture_traces, capsys, monkeypatch):
+    import tracelint.trace.analyze as analyze
+
+    path = fixture_traces / "gpu_bound.pt.trace.json.gz"
+    list(analyze_paths([path], progress=True))
+    assert capsys.readouterr().err == ""  # a small trace shows nothing
+    monkeypatch.setattr(analyze._ProgressLine, "MIN_BYTES", 0)
+    reports = list(analyze_paths([path], progress=True))
+    captured = capsys.readouterr()
+    assert "tracelint: reading gpu_bound.pt.trace.json.gz" in captured.err and captured.err.endswith("\n")
+    assert captured.out == "" and reports[0].verdict == GPU_BOUND

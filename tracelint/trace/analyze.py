@@ -54,11 +54,13 @@ class Report:
         return any(a.truncated for a in self.analyses)
 
 
-def analyze_trace(path, *, config: Config | None = None) -> Report:
-    """Analyze one trace file; raises TraceReadError when it is not a readable trace."""
+def analyze_trace(path, *, config: Config | None = None, progress=None) -> Report:
+    """Analyze one trace file; raises TraceReadError when it is not a readable trace.
+
+    ``progress(done_bytes, total_bytes)``, when given, is called as the events are read."""
     config = config or Config()
     path = Path(path)
-    trace = open_trace(path)
+    trace = open_trace(path, progress=progress)
     # The model is a million small acyclic tuples: the cyclic garbage collector would rescan them over and over
     # while they are built (that alone doubles the analysis time), and there is nothing cyclic for it to free.
     gc_was_enabled = gc.isenabled()
@@ -145,6 +147,28 @@ def _trace_files(directory: Path) -> list[Path]:
     return traces or files
 
 
+class _ProgressLine:
+    """``tracelint: reading big.json 41% (102/248 MB)`` on stderr, rewritten in place, for traces over 20 MB."""
+
+    MIN_BYTES = 20 << 20
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.shown = path, -1
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < self.MIN_BYTES:
+            return
+        pct = 100 * done // max(total, 1)
+        if pct // 5 != self.shown // 5:
+            self.shown = pct
+            print(f"\rtracelint: reading {self.path.name} {pct}% ({done >> 20}/{total >> 20} MB)", end="",
+                  file=sys.stderr, flush=True)
+
+    def finish(self) -> None:
+        if self.shown >= 0:
+            print(f"\rtracelint: read {self.path.name}" + " " * 30, file=sys.stderr, flush=True)
+
+
 def analyze_paths(paths: Iterable, *, config: Config | None = None, progress: bool = False) -> Iterator[Report | InputError]:
     """A Report per trace file (directories: every *.json / *.json.gz in them), then the rank summaries."""
     config = config or Config()
@@ -161,16 +185,18 @@ def analyze_paths(paths: Iterable, *, config: Config | None = None, progress: bo
             yield InputError(str(path), "no such file or directory")
             continue
         for file in files:
-            if progress:
-                print(f"tracelint: analyzing {file}", file=sys.stderr, flush=True)
+            line = _ProgressLine(file) if progress else None
             try:
-                report = analyze_trace(file, config=config)
+                report = analyze_trace(file, config=config, progress=line)
             except TraceReadError as exc:
                 yield InputError(str(file), str(exc))
                 continue
             except OSError as exc:
                 yield InputError(str(file), exc.strerror or str(exc))
                 continue
+            finally:
+                if line is not None:
+                    line.finish()
             by_dir.setdefault(file.parent, []).append(report)
             yield report
     for directory, reports in by_dir.items():
