@@ -13,8 +13,6 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
-from tabulate import tabulate
-
 from tracelint.engine.finding import Finding, Severity, SourceLocation, TraceLocation
 from tracelint.engine.result import RunResult, TraceSummary
 from tracelint.render._common import is_rank_summary, trace_context, verdict_line
@@ -152,6 +150,8 @@ def metrics_table(metrics: dict, indent: str = "  ") -> list[str]:
     rows = ordered_metrics(metrics)
     if not rows:
         return []
+    from tabulate import tabulate  # only trace reports need it: keeps it off the pre-commit start-up path
+
     if len(rows) > _PAIRED_ABOVE:
         half = (len(rows) + 1) // 2
         left, right = rows[:half], rows[half:] + [("", "")] * (2 * half - len(rows))
