@@ -83,6 +83,10 @@ def test_finding_origin_and_source():
     # the fingerprint ignores line moves
     moved = Finding("TL101", Severity.WARNING, "msg", SourceLocation("train.py", 30, 0))
     assert moved.fingerprint() == _finding().fingerprint()
+    # a trace finding's message carries measured numbers: its fingerprint does not
+    rerun = Finding("TL202", Severity.WARNING, "other numbers", TraceLocation("t.json", rank=0, step=7, source=src))
+    assert rerun.fingerprint() == trace.fingerprint()
+    assert rerun.fingerprint() != Finding("TL202", Severity.WARNING, "m", TraceLocation("t.json")).fingerprint()
 
 
 def test_catalog_file_format_is_checked(tmp_path: Path):

@@ -101,8 +101,15 @@ class Finding:
         return rule.name if rule else self.code
 
     def fingerprint(self) -> str:
-        """Stable across runs and line moves: code, path, message (not the line number)."""
-        text = f"{self.code}\0{self.path}\0{self.message}"
+        """Stable across runs and line moves: code, path and message (not the line number) for a source finding;
+        for a trace finding, whose message carries measured numbers that change from run to run, code, trace
+        path, the source line it points at and the event name."""
+        loc = self.location
+        if isinstance(loc, TraceLocation):
+            where = f"{loc.source.path}:{loc.source.line}" if loc.source else ""
+            text = f"{self.code}\0{self.path}\0{where}\0{loc.event or ''}"
+        else:
+            text = f"{self.code}\0{self.path}\0{self.message}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def with_severity(self, severity: Severity) -> "Finding":

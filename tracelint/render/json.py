@@ -22,8 +22,8 @@ never removed or changed in meaning without raising ``version``.
         "end_line": int | null,
         "end_column": int | null,      # 1-based, exclusive
         "cell": int | null,            # notebook cell (1-based, counting all cells); line/column count within it
-        "fingerprint": str,            # code + path + message: stable when lines move, equal for identical
-                                       # messages in one file
+        "fingerprint": str,            # stable when lines move and across runs: code + path + message for a
+                                       # source finding; code + trace path + source line + event for a trace one
         "fix": {"title": str, "safe": bool} | null,
         "source": {"path": str, "line": int} | null,   # trace finding whose Python stack gives a source line
         "trace": {"rank": int | null, "step": int | null, "start_us": float | null, "end_us": float | null,
