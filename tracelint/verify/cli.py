@@ -43,14 +43,17 @@ def _precision(value: str) -> list[str] | None:
               help="cpu: test the harness without a GPU (its timings are no claims).")
 @click.option("--precision", "precision", default="auto", show_default=True,
               help="Precision variants: auto (when the script looks matmul-bound), none, tf32, bf16, tf32,bf16.")
+@click.option("--trace", is_flag=True,
+              help="Also profile a few steps of the baseline and of each variant (after their timed blocks) and "
+                   "show the trace analyzer's verdict before and after each fix.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the report to this file instead of stdout.")
 @click.option("--keep", type=click.Path(file_okay=False), default=None,
               help="Keep the patched copies and the run logs in this folder.")
 @click.option("--progress/--no-progress", default=None, help="One line per run on stderr (default: on a terminal).")
-def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, timeout_s, device, precision, fmt,
-               output, keep, progress) -> None:
+def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, timeout_s, device, precision, trace,
+               fmt, output, keep, progress) -> None:
     """Measure the fixes: run SCRIPT as written and with each proposed fix applied, on the GPU, and report the
     speedup of each (confirmed, no-effect or failed). Arguments after `--` go to the script.
 
@@ -67,7 +70,8 @@ def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, tim
 
     if bool(script) == bool(rules or all_rules):
         raise click.UsageError("give a SCRIPT, or --rule CODE / --all-rules (not both)")
-    settings = RunSettings(warmup=warmup, steps=steps, blocks=blocks, device=device, timeout_s=timeout_s)
+    settings = RunSettings(warmup=warmup, steps=steps, blocks=blocks, device=device, timeout_s=timeout_s,
+                           trace=trace)
     say = _progress(progress)
     keep_dir = Path(keep) if keep else None
     try:

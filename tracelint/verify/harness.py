@@ -23,6 +23,13 @@ Loss
     The last scalar passed to ``Tensor.backward()`` is read once per block boundary (it is the run's loss curve, at
     a resolution that costs nothing) and a non-finite value stops the run as ``diverged``.
 
+Profiling (``--trace``)
+    With ``config["trace"]`` (a ``.json.gz`` path) the run does not stop after the last block: it writes its timing
+    result (``status: ok``), then profiles ``TRACE_WARMUP`` + ``TRACE_ACTIVE`` more steps with torch.profiler, one
+    ``prof.step()`` per tick, exports the Chrome trace and stops. The timed blocks never run under the profiler, and
+    a profiling failure (the script ends or raises first, the profiler raises) is recorded under ``trace`` without
+    touching the timing.
+
 Precision variants (applied by the harness, not by editing the script)
     ``tf32``: ``torch.backends.cuda.matmul.allow_tf32 = True`` and ``cudnn.allow_tf32 = True`` before the script
     runs and again at every tick, so a script that turns TF32 off during setup (``allow_tf32 = False`` in
@@ -49,6 +56,7 @@ import traceback
 import types
 
 BACKWARD_FALLBACK = 50  # backward calls without an optimizer step before the clock counts backward calls instead
+TRACE_WARMUP, TRACE_ACTIVE = 1, 3  # profiled steps after the timed blocks: one to warm the profiler, three recorded
 
 
 class StopRun(BaseException):
@@ -60,10 +68,12 @@ class Clock:
     """Counts steps and times blocks of them; ``sync`` waits for the device, ``write`` stores the result."""
 
     def __init__(self, *, warmup: int, steps: int, blocks: int, sync, write, read_loss=float,
-                 every_tick=None) -> None:
+                 every_tick=None, tracer=None) -> None:
         self.warmup, self.steps, self.blocks = warmup, steps, blocks
         self.sync, self.write, self.read_loss = sync, write, read_loss
         self.every_tick = every_tick  # re-asserts a precision variant the script may have undone
+        self.tracer = tracer  # profiles a few steps once the blocks are timed (--trace)
+        self.trace: dict | None = None  # the profiling state once it began: status running | ok | failed
         self.ticks = 0
         self.source: str | None = None  # "optimizer" or "backward", fixed by the first that qualifies
         self.clock_optimizer = None
@@ -98,6 +108,9 @@ class Clock:
         if self.every_tick is not None:
             self.every_tick()
         self.ticks += 1
+        if self.trace is not None:
+            self._trace_tick()
+            return
         timed = self.ticks - self.warmup
         if timed < 0 or timed % self.steps:
             return
@@ -111,7 +124,37 @@ class Clock:
         if loss is not None and not math.isfinite(loss):
             self.finish("diverged", loss=loss)
         elif len(self.marks) == self.blocks + 1:
+            if self.tracer is None:
+                self.finish("ok")
+            self._trace_start()
+
+    # --- profiling (after the timed blocks) -----------------------------------------------------------------------
+
+    def _trace_start(self) -> None:
+        self.trace = {"status": "running", "file": None, "reason": None}
+        self.write(self.result("ok"))  # the timing is safe whatever the profiling does next
+        try:
+            self.tracer.start()
+        except Exception as exc:
+            self.trace_failed(f"the profiler did not start: {_one_line(exc)}")
+
+    def _trace_tick(self) -> None:
+        try:
+            done = self.tracer.step()
+        except Exception as exc:
+            self.trace_failed(f"the profiler raised {_one_line(exc)}")
+        if done:
+            self.trace = {"status": "ok", "file": self.tracer.path, "reason": None}
             self.finish("ok")
+
+    def trace_failed(self, reason: str) -> None:
+        """Record why profiling failed and stop; the timing result stays ``ok``."""
+        self.trace = {"status": "failed", "file": None, "reason": reason}
+        self.finish("ok")
+
+    @property
+    def tracing(self) -> bool:
+        return self.trace is not None and self.trace["status"] == "running"
 
     def _loss(self) -> float | None:
         if self.last_loss is None:
@@ -130,11 +173,55 @@ class Clock:
         return [(b - a) * 1000.0 / self.steps for a, b in zip(self.marks, self.marks[1:])]
 
     def result(self, status: str) -> dict:
-        return {
+        result = {
             "status": status, "clock": self.source, "ticks": self.ticks, "backward_calls": self.backward_calls,
             "warmup": self.warmup, "steps": self.steps, "blocks": self.blocks,
             "block_ms": self.block_ms(), "losses": self.losses,
         }
+        if self.trace is not None:
+            result["trace"] = dict(self.trace)
+        return result
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+class Tracer:
+    """torch.profiler over ``TRACE_WARMUP`` + ``TRACE_ACTIVE`` steps, exported as a gzipped Chrome trace."""
+
+    def __init__(self, path: str, device: str) -> None:
+        self.path, self.device = path, device
+        self.profiler = None
+        self.steps = 0
+        self.exported = False
+
+    def start(self) -> None:
+        import torch
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        activities = [ProfilerActivity.CPU]
+        if self.device == "cuda" and torch.cuda.is_available():
+            activities.append(ProfilerActivity.CUDA)
+        self.profiler = profile(activities=activities, with_stack=False, on_trace_ready=self._export,
+                                schedule=schedule(wait=0, warmup=TRACE_WARMUP, active=TRACE_ACTIVE, repeat=1))
+        self.profiler.start()
+
+    def _export(self, prof) -> None:
+        prof.export_chrome_trace(self.path)  # a .gz name: torch writes it gzipped
+        self.exported = True
+
+    def step(self) -> bool:
+        """Called at the end of each step; True once the recorded steps are exported."""
+        self.profiler.step()
+        self.steps += 1
+        if self.steps < TRACE_WARMUP + TRACE_ACTIVE:
+            return False
+        self.profiler.stop()
+        if not self.exported:
+            raise RuntimeError("the profiler wrote no trace")
+        return True
 
 
 def _exit(code: int) -> None:
@@ -220,7 +307,8 @@ def install(config: dict, write) -> Clock:
             pass
     precision = config.get("precision")
     clock = Clock(warmup=config["warmup"], steps=config["steps"], blocks=config["blocks"], sync=sync, write=write,
-                  read_loss=lambda t: float(t.float()), every_tick=_force_tf32 if precision == "tf32" else None)
+                  read_loss=lambda t: float(t.float()), every_tick=_force_tf32 if precision == "tf32" else None,
+                  tracer=Tracer(config["trace"], device) if config.get("trace") else None)
     if precision == "tf32":
         _force_tf32()
     elif precision == "bf16":
@@ -279,19 +367,41 @@ def main(config_path: str) -> None:
         run_script(config["code"], config["original"], config["argv"])
     except StopRun:
         _exit(0)
-    except SystemExit as exc:
+    except BaseException as exc:
+        if clock.tracing:  # the blocks are timed: only the profiling failed
+            profiled = clock.tracer.steps
+            _stop_quietly(clock.tracer.profiler)
+            try:
+                clock.trace_failed(f"the script stopped {profiled} step(s) into profiling: {_one_line(exc)}")
+            except StopRun:
+                _exit(0)
+        if not isinstance(exc, SystemExit):
+            write(clock.result("error"))
+            traceback.print_exc()
+            _exit(1)
         if exc.code not in (None, 0):
             write(clock.result("error"))
             if not isinstance(exc.code, int):
                 print(exc.code, file=sys.stderr)
             _exit(exc.code if isinstance(exc.code, int) else 1)
-    except BaseException:
-        write(clock.result("error"))
-        traceback.print_exc()
-        _exit(1)
+    if clock.tracing:
+        _stop_quietly(clock.tracer.profiler)
+        try:
+            clock.trace_failed(f"the script ended {clock.tracer.steps} step(s) into profiling; it needs "
+                               f"{TRACE_WARMUP + TRACE_ACTIVE} steps after the timed blocks")
+        except StopRun:
+            _exit(0)
     # The script returned before the last block: fewer steps than warm-up + blocks x steps.
     write(clock.result("ended"))
     _exit(0)
+
+
+def _stop_quietly(profiler) -> None:
+    try:
+        if profiler is not None:
+            profiler.stop()
+    except Exception:  # already stopped, or broken: the reason recorded is the script's
+        pass
 
 
 if __name__ == "__main__":

@@ -9,11 +9,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tracelint.engine import Finding, InputError
 from tracelint.verify.run import RunOutcome, RunSettings, run_once
+from tracelint.verify.tracing import TraceResult, analyze
 from tracelint.verify.stats import FAILED, Baseline, Timing, Verdict, baseline_of, judge
 from tracelint.verify.variants import Variant
 
@@ -49,6 +50,11 @@ class Verification:
     @property
     def baseline(self) -> Baseline | None:
         return baseline_of(self.baseline_runs)
+
+    @property
+    def baseline_trace(self) -> TraceResult | None:
+        """--trace: the profiled steps of the first baseline run."""
+        return self.baseline_runs[0].trace if self.baseline_runs else None
 
     @property
     def baseline_failed(self) -> RunOutcome | None:
@@ -94,15 +100,18 @@ def measure(original: Path, variants: Sequence[Variant], argv: Sequence[str], se
     baseline_code = baseline_code or original
     total = len(variants) + 2
 
-    def run(label: str, code: Path, precision: str | None, index: int, name: str) -> RunOutcome:
+    def run(label: str, code: Path, precision: str | None, index: int, name: str, trace: bool) -> RunOutcome:
         started = time.perf_counter()
         say(f"[{index}/{total}] {label} ...")
-        outcome = run_once(code, original, list(argv), settings, workdir / name, precision=precision)
+        outcome = run_once(code, original, list(argv), settings, workdir / name, precision=precision, trace=trace)
         result = statistics_line(outcome) if outcome.ok else f"failed: {outcome.reason}"
+        if outcome.trace is not None:
+            outcome = replace(outcome, trace=analyze(outcome.trace))
+            result += f"; trace: {outcome.trace.summary()}"
         say(f"[{index}/{total}] {label}: {result} ({time.perf_counter() - started:.1f} s)")
         return outcome
 
-    first = run("baseline", baseline_code, None, 1, "baseline-1")
+    first = run("baseline", baseline_code, None, 1, "baseline-1", settings.trace)
     if not first.ok:
         rows = tuple(Row(v, Verdict(FAILED, f"not run: the baseline failed ({first.reason})"), None) for v in variants)
         return (first,), rows
@@ -117,11 +126,11 @@ def measure(original: Path, variants: Sequence[Variant], argv: Sequence[str], se
                 code = workdir / name / "code" / original.name
                 code.parent.mkdir(parents=True, exist_ok=True)
                 code.write_text(variant.text, encoding="utf-8")
-            outcomes[key] = run(variant.key, code, variant.precision, i, name)
+            outcomes[key] = run(variant.key, code, variant.precision, i, name, settings.trace)
         else:
             say(f"[{i}/{total}] {variant.key}: same code as an earlier variant, not run again")
         ran.append((variant, outcomes[key]))
-    last = run("baseline (again)", baseline_code, None, total, "baseline-2")
+    last = run("baseline (again)", baseline_code, None, total, "baseline-2", False)
     baseline_runs = (first, last)
     baseline = baseline_of(baseline_runs)
     assert baseline is not None

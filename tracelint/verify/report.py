@@ -12,6 +12,7 @@ from tracelint.engine import Finding, RunResult
 from tracelint.render._common import dumps, report_path
 from tracelint.verify.measure import Row, Verification
 from tracelint.verify.stats import CONFIRMED, FAILED, MIN_EFFECT, NO_EFFECT, SLOWER, Timing
+from tracelint.verify.tracing import TraceResult, metric_for
 
 TITLE_WIDTH = 60
 LEGEND = (
@@ -32,11 +33,17 @@ def _range(t: Timing | None) -> list[float | None] | None:
     return [_ms(t.low), _ms(t.high)] if t else None
 
 
+def _trace_dict(trace: TraceResult | None, ran: bool) -> dict:
+    if trace is None:
+        return {"status": "failed", "reason": "not profiled: the run did not complete" if ran else "not run"}
+    return trace.to_dict()
+
+
 def verification_dict(v: Verification, row: Row) -> dict:
-    """The ``verification`` object of one measured variant."""
+    """The ``verification`` object of one measured variant (with ``trace`` under --trace)."""
     verdict, s = row.verdict, v.settings
     speedup = verdict.speedup
-    return {
+    doc = {
         "status": verdict.status,
         "baseline_ms": _ms(verdict.baseline.median) if verdict.baseline else None,
         "fixed_ms": _ms(verdict.fixed.median) if verdict.fixed else None,
@@ -51,12 +58,15 @@ def verification_dict(v: Verification, row: Row) -> dict:
         "reason": verdict.reason or None,
         "stderr_tail": row.outcome.stderr_tail if row.outcome and verdict.status == FAILED else None,
     }
+    if s.trace:
+        doc["trace"] = _trace_dict(row.outcome.trace if row.outcome else None, row.outcome is not None)
+    return doc
 
 
 def target_dict(v: Verification) -> dict:
     baseline = v.baseline
     failed = v.baseline_failed
-    return {
+    doc = {
         "target": v.target, "device": v.device, "torch": v.torch, "device_type": v.settings.device,
         "timing_claims": v.settings.device == "cuda",
         "settings": {"warmup": v.settings.warmup, "steps": v.settings.steps, "blocks": v.settings.blocks,
@@ -74,6 +84,9 @@ def target_dict(v: Verification) -> dict:
                       "verification": verification_dict(v, row)} for row in v.rows],
         "notes": list(v.notes),
     }
+    if v.settings.trace:
+        doc["baseline"]["trace"] = _trace_dict(v.baseline_trace, bool(v.baseline_runs))
+    return doc
 
 
 def run_result(verifications: Sequence[Verification]) -> RunResult:
@@ -172,8 +185,23 @@ def _text_one(v: Verification) -> str:
         failures = [row for row in v.rows if row.verdict.status == FAILED and row.outcome is not None]
         for row in failures:
             lines += ["", f"{row.variant.key} failed: {row.verdict.reason}", *_indented(row.outcome.stderr_tail)]
+        if s.trace:
+            lines += ["", *_trace_lines(v)]
         lines += ["", LEGEND]
     return "\n".join(lines)
+
+
+def _trace_lines(v: Verification) -> list[str]:
+    """--trace: the analyzer's verdict on the profiled steps, baseline → each variant."""
+    lines = ["trace analysis (a few steps profiled after the timed blocks):"]
+    before = v.baseline_trace
+    for row in v.rows:
+        metric = metric_for(_rule(row))
+        after = row.outcome.trace if row.outcome else None
+        left = before.summary(metric) if before else "failed (not profiled)"
+        right = after.summary(metric) if after else "failed (not profiled)"
+        lines.append(f"  {row.variant.key}: trace: {left} → {right}")
+    return lines
 
 
 def _indented(text: str) -> list[str]:

@@ -12,7 +12,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tracelint.verify.tracing import TraceResult
+
 HARNESS = Path(__file__).with_name("harness.py")
+TRACE_FILE = "profile.pt.trace.json.gz"  # written in the run's folder by a --trace run
 STDERR_TAIL_LINES = 15
 
 
@@ -26,6 +29,7 @@ class RunSettings:
     device: str = "cuda"
     timeout_s: float = 300.0
     seed: int = 0
+    trace: bool = False  # profile a few steps after the timed blocks of the first baseline run and each variant
 
     def __post_init__(self) -> None:
         if self.warmup < 1 or self.steps < 1 or self.blocks < 2:
@@ -49,6 +53,7 @@ class RunOutcome:
     torch: str = ""
     clock: str | None = None
     wall_s: float = 0.0
+    trace: TraceResult | None = None  # --trace: the profiled steps after the timed blocks (analyzed by measure)
     extra: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
@@ -58,14 +63,15 @@ class RunOutcome:
 
 
 def run_once(code: Path, original: Path, argv: list[str], settings: RunSettings, workdir: Path,
-             precision: str | None = None) -> RunOutcome:
-    """Run ``code`` as if it were ``original`` (cwd = its folder, argv = [original, *argv]) under the harness."""
+             precision: str | None = None, trace: bool = False) -> RunOutcome:
+    """Run ``code`` as if it were ``original`` (cwd = its folder, argv = [original, *argv]) under the harness.
+    ``trace``: after the timed blocks, profile a few steps into ``workdir/TRACE_FILE`` (not analyzed here)."""
     workdir.mkdir(parents=True, exist_ok=True)
     result_path = workdir / "result.json"
     config = {
         "code": str(code), "original": str(original), "argv": list(argv), "result": str(result_path),
         "warmup": settings.warmup, "steps": settings.steps, "blocks": settings.blocks, "device": settings.device,
-        "precision": precision, "seed": settings.seed,
+        "precision": precision, "seed": settings.seed, "trace": str(workdir / TRACE_FILE) if trace else None,
     }
     config_path = workdir / "config.json"
     config_path.write_text(json.dumps(config), encoding="utf-8")
@@ -121,8 +127,12 @@ def _outcome(data: dict | None, rc: int | None, timed_out: bool, tail: str, wall
     losses = tuple((data or {}).get("losses", ()))
     ticks = (data or {}).get("ticks", 0)
     status = (data or {}).get("status")
-    if status == "ok" and not timed_out:
-        return RunOutcome(True, tuple(data["block_ms"]), losses, **common)
+    trace = (data or {}).get("trace")
+    # With --trace the timing result is written before profiling starts: a timeout or crash after it leaves the
+    # timing valid and only the profiling failed.
+    if status == "ok" and (not timed_out or trace is not None):
+        return RunOutcome(True, tuple(data["block_ms"]), losses, trace=_trace(trace, rc, timed_out, settings),
+                          **common)
     if timed_out:
         if data is None:
             reason = f"timed out after {settings.timeout_s:g} s before the first timed step (no step seen yet?)"
@@ -140,3 +150,17 @@ def _outcome(data: dict | None, rc: int | None, timed_out: bool, tail: str, wall
     else:
         reason = "no result written"
     return RunOutcome(False, (), losses, reason=reason, **common)
+
+
+def _trace(trace: dict | None, rc: int | None, timed_out: bool, settings: RunSettings) -> TraceResult | None:
+    if trace is None:
+        return None
+    if trace.get("status") == "ok" and trace.get("file"):
+        return TraceResult(file=trace["file"])
+    if trace.get("status") == "failed":
+        return TraceResult(error=trace.get("reason") or "profiling failed")
+    if timed_out:
+        return TraceResult(error=f"timed out after {settings.timeout_s:g} s while profiling")
+    if rc:
+        return TraceResult(error=f"the run died while profiling ({f'exit code {rc}' if rc > 0 else f'signal {-rc}'})")
+    return TraceResult(error="profiling did not finish")
