@@ -6,12 +6,15 @@ import gzip
 import json
 import math
 import os
+import random
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import PUBLIC_TRACES
 from tracelint.trace import load
+from tracelint.trace._jsonfix import repair
 from tracelint.trace.load import TraceReadError, open_trace
 
 
@@ -275,3 +278,38 @@ def test_garbage_after_the_document_is_ignored_with_a_warning(tmp_path):
     trace, got = read_all(write(tmp_path, kineto([event(0)]) + b"\x00junk"))
     assert len(got) == 1 and not trace.truncated
     assert trace.warnings == ["ignored 5 bytes after the end of the JSON document"]
+
+
+def test_mutated_traces_never_raise_anything_but_trace_read_error(public_traces, tmp_path, small_chunks):
+    base = gzip.decompress((public_traces / "hta-triton_example-triton_example.json.gz").read_bytes())
+    rnd = random.Random(20240607)
+    path = tmp_path / "mutant.json"
+    for _ in range(300):
+        data = bytearray(base)
+        for _ in range(rnd.randint(1, 6)):
+            at = rnd.randrange(len(data))
+            roll = rnd.random()
+            if roll < 0.4:
+                data[at] = rnd.choice(b'{}[],:"\\\x00\xff\xe9 nN/Ia0')
+            elif roll < 0.7:
+                del data[at : at + rnd.randint(1, 50)]
+            else:
+                data[at:at] = bytes(rnd.choice(b'{}[],:"\\\x00\xff') for _ in range(rnd.randint(1, 5)))
+        path.write_bytes(gzip.compress(bytes(data))[: rnd.randint(1, len(data))] if rnd.random() < 0.2 else data)
+        try:
+            trace, events = read_all(path)
+        except TraceReadError as e:
+            assert "\n" not in str(e)
+        else:
+            assert all(type(e) is dict for e in events)
+        assert gc.isenabled()
+
+
+def test_repair_of_broken_text_takes_linear_time():
+    # A stray letter late in the text used to make a match attempt from every earlier offset rescan up to it
+    # (15 s for these 40 kB; minutes for a chunk).
+    text = "[" + '{"dur": inf, "ts": 2}, ' * 2000 + "x]"
+    started = time.perf_counter()
+    repaired = repair(text)
+    assert time.perf_counter() - started < 1.0
+    assert repaired == text.replace("inf", "Infinity")

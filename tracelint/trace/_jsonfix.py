@@ -11,16 +11,17 @@ import json
 import re
 from typing import Any
 
-# Each pattern is a possessive run of text that needs no repair followed by one spot that does, or by the end of
-# the text. re.sub then matches back to back from the start, so the runs never lose track of where strings and
-# escape pairs begin (a match tried from a later offset could start inside a string or inside `\\`).
+# Each pattern is a possessive run of text that needs no repair followed by one spot that does, by the end of the
+# text or (for broken text) by any one character, so that every match attempt succeeds where the last one ended:
+# re.sub then goes back to back from the start, in linear time, and never loses track of where strings and escape
+# pairs begin (a match tried from a later offset could start inside a string or inside `\\`).
 _BAD_ESCAPE = re.compile(r'((?:[^\\]++|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+)(\\|\Z)')
 _BARE_TOKEN = re.compile(
     r'((?:"(?:[^"\\]++|\\.)*+"|[^"a-zA-Z]++|true|false|null|Infinity|NaN|[eE])*+)'
-    r"([Ii]nf(?:inity)?\b|INF\b|[Nn]a[Nn]\b|NAN\b|N/A|\Z)",
+    r"([Ii]nf(?:inity)?\b|INF\b|[Nn]a[Nn]\b|NAN\b|N/A|\Z|.)",
     re.S,
 )
-_TOKEN_VALUE = {"n/a": "null", "nan": "NaN"}
+_TOKEN_VALUE = {"inf": "Infinity", "infinity": "Infinity", "n/a": "null", "nan": "NaN"}
 
 
 def _double_backslash(m: re.Match[str]) -> str:
@@ -28,12 +29,13 @@ def _double_backslash(m: re.Match[str]) -> str:
 
 
 def _standard_token(m: re.Match[str]) -> str:
-    before, token = m.group(1), m.group(2).lower()
-    if not token:
-        return before
-    if token == "nan" and before.endswith("-"):  # C's printf writes "-nan"; JSON has no negative NaN
+    before, token = m.group(1), m.group(2)
+    value = _TOKEN_VALUE.get(token.lower())
+    if value is None:  # the end of the text, or a character that no repair applies to
+        return before + token
+    if value == "NaN" and before.endswith("-"):  # C's printf writes "-nan"; JSON has no negative NaN
         before = before[:-1]
-    return before + _TOKEN_VALUE.get(token, "Infinity")
+    return before + value
 
 
 def repair(text: str) -> str:

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import gc
 import os
+import pickle
 import re
+import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -26,7 +28,10 @@ from tracelint.trace._jsonfix import loads_lenient
 
 CHUNK_BYTES = 2 << 20  # ~8k events: big enough to amortise the calls, small enough to keep few dicts alive
 
+PARALLEL_MIN_BYTES = 32 << 20  # below this, forking costs more than it saves
+MAX_PARTS = 8
 Progress = Callable[[int, int], None]
+R = TypeVar("R")
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _LBRACE, _RBRACE, _LBRACKET, _RBRACKET, _QUOTE, _COMMA, _COLON = b"{}[]\",:"
@@ -40,7 +45,7 @@ _SCALAR = re.compile(rb"[^,}\]\s]*")
 _JSON_START = (b"{", b"[", b" ", b"\t", b"\r", b"\n")
 
 # How a scan of the events array stopped.
-_MORE, _END, _EOF_CLEAN, _EOF_CUT = "more", "end", "eof-clean", "eof-cut"
+_MORE, _END, _EOF_CLEAN, _EOF_CUT, _PART_END = "more", "end", "eof-clean", "eof-cut", "part-end"
 # How a walk over an object's members stopped.
 _AT_EVENTS, _OBJECT_END, _AT_EOF = "events", "object-end", "eof"
 
@@ -65,12 +70,14 @@ class TraceFile:
     _gzip_problem: str | None = field(repr=False)
     _progress: Progress | None = field(repr=False)
     _open_warnings: tuple[str, ...] = field(repr=False)
+    events_read: int = 0  # event objects the last complete iteration (or map_parts) gave
 
-    def iter_chunks(self) -> Iterator[list[dict[str, Any]]]:
+    def iter_chunks(self) -> ChunkStream:
         """Event dicts in file order, one list per chunk. Iterating again starts over."""
         self.warnings[:] = self._open_warnings
         self.truncated = False
-        return _EventReader(self).run()
+        self.events_read = 0
+        return ChunkStream(self)
 
     def close(self) -> None:
         """Drop the raw bytes (the largest thing held); iter_chunks() cannot run afterwards."""
@@ -113,6 +120,31 @@ def open_trace(path: str | os.PathLike[str], *, progress: Progress | None = None
         _events_start=events_start, _bare=bare, _gzip_problem=gzip_problem, _progress=progress,
         _open_warnings=tuple(warnings),
     )
+
+
+class ChunkStream:
+    """What `iter_chunks()` returns: an iterator of event chunks that a consumer can also split across processes
+    with `map_parts`."""
+
+    def __init__(self, trace: TraceFile) -> None:
+        self._trace = trace
+        self._chunks = _EventReader(trace).run()
+
+    def __iter__(self) -> ChunkStream:
+        return self
+
+    def __next__(self) -> list[dict[str, Any]]:
+        return next(self._chunks)
+
+    def map_parts(self, fn: Callable[[Iterator[list[dict[str, Any]]]], R]) -> list[R]:
+        """`fn(chunks)` over consecutive parts of the events array, results in file order; warnings, `truncated`
+        and `meta` end up as iterating gives them. A big trace on a machine with several cores is cut into one
+        part per core at event boundaries, and the parts after the first run in forked processes at the same time
+        (their results come back pickled: `fn` should return compact data). When any part needs the slow path
+        the parallel results are dropped and the whole stream is read here, so odd files behave as they always
+        did."""
+        results = _map_parallel(self._trace, fn)
+        return results if results is not None else [fn(self)]
 
 
 # ---- reading bytes ---------------------------------------------------------------------------------------------
@@ -327,17 +359,24 @@ class _EventReader:
                 gc.enable()
 
     def _chunks(self) -> Iterator[list[dict[str, Any]]]:
+        next_pos, how = yield from self._part(self.trace._events_start, None)
+        self._finish(next_pos, how)
+
+    def _part(self, pos: int, stop: int | None) -> Generator[list[dict[str, Any]], None, tuple[int, str]]:
+        """Chunks from `pos` (between events) to the end of the events array, or, for a part of a parallel read,
+        up to `stop` (just after an event's `}`): such a part stays on the fast path or raises _SlowPart."""
         data, n, notes = self.data, len(self.data), self.notes
-        pos = self.trace._events_start
         progress = self.trace._progress
         while True:
             pos = _SEP.match(data, pos).end()
-            events, next_pos = self._fast_chunk(pos)
+            events, next_pos = self._fast_chunk(pos, stop)
             if events is None:
+                if stop is not None:
+                    raise _SlowPart
                 spans, next_pos, how = _scan(data, pos, pos + CHUNK_BYTES, notes)
                 events = self._decode_spans(spans)
             else:
-                how = _MORE
+                how = _PART_END if next_pos == stop else _MORE
             events = self._keep_objects(events)
             notes.events += len(events)
             if events:
@@ -345,24 +384,30 @@ class _EventReader:
             if progress is not None:
                 progress(min(next_pos, n), n)
             if how != _MORE:
-                break
+                return next_pos, how
             pos = next_pos
-        self._finish(next_pos, how)
 
-    def _fast_chunk(self, pos: int) -> tuple[list[Any] | None, int]:
+    def _fast_chunk(self, pos: int, stop: int | None = None) -> tuple[list[Any] | None, int]:
         """Decode [pos, boundary) as one array at the first candidate boundary that gives JSON: with orjson, or
-        else with the quirk repairs (a cut inside a string or a nested object stays invalid JSON either way)."""
+        else with the quirk repairs (a cut inside a string or a nested object stays invalid JSON either way).
+        Within a part that ends at `stop`, the chunk that would reach it ends exactly there."""
         data, n = self.data, len(self.data)
         target = pos + CHUNK_BYTES
-        tries = list(islice(_BOUNDARY.finditer(data, target), 3)) if target < n else []
-        if not tries:  # the last chunk: try the last boundaries, so that the slow path sees one event + the tail
-            tries = list(_BOUNDARY.finditer(data, pos))[-3:][::-1]
+        if stop is not None and target >= stop:
+            cuts = [(stop, stop)]
+        else:
+            tries = list(islice(_BOUNDARY.finditer(data, target), 3)) if target < n else []
+            if not tries:  # the last chunk: try the last boundaries, so that the slow path sees one event + the tail
+                tries = list(_BOUNDARY.finditer(data, pos))[-3:][::-1]
+            cuts = [(m.start() + 1, m.end() - 1) for m in tries]  # (end of this chunk, start of the next)
+            if stop is not None:
+                cuts = [c for c in cuts if c[0] < stop] or [(stop, stop)]
         view = memoryview(data)
         for decode in (_decode_fast, self._decode_repaired):
-            for m in tries:
-                events = decode(b"".join((b"[", view[pos : m.start() + 1], b"]")))
+            for end, next_pos in cuts:
+                events = decode(b"".join((b"[", view[pos:end], b"]")))
                 if events is not None:
-                    return events, m.end() - 1
+                    return events, next_pos
         return None, pos
 
     def _decode_repaired(self, buf: bytes) -> list[Any] | None:
@@ -412,6 +457,7 @@ class _EventReader:
     def _finish(self, stop: int, how: str) -> None:
         """Read what follows the events array and turn the notes into warnings."""
         trace, data, notes = self.trace, self.data, self.notes
+        trace.events_read = notes.events
         if how == _END:
             self._read_tail(stop + 1)
         elif not (how == _EOF_CLEAN and trace._bare):  # Chrome allows a bare array without its closing ']'
@@ -490,3 +536,108 @@ def _scan(data: bytes | bytearray, pos: int, hint: int, notes: _Notes) -> tuple[
             if m.end() >= hint:
                 return spans, m.end(), _MORE
     return spans, len(data), (_EOF_CLEAN if depth == 0 else _EOF_CUT)
+
+
+# ---- parallel reading ------------------------------------------------------------------------------------------
+
+
+class _SlowPart(Exception):
+    """A part of a parallel read met something only the serial reader's slow path handles."""
+
+
+def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]], R]) -> list[R] | None:
+    """`fn` over one part of the events per core, the first here and the others in forked processes; None when
+    the trace is small, the platform cannot fork (or threads run, which fork does not copy), or a part needs the
+    slow path."""
+    data = trace._data
+    start, n = trace._events_start, len(data)
+    parts = min(os.cpu_count() or 1, MAX_PARTS)
+    if parts < 2 or n - start < PARALLEL_MIN_BYTES or not hasattr(os, "fork") or threading.active_count() > 1:
+        return None
+    # Cut at candidate boundaries near equal shares. A candidate inside a string makes the part before it end in
+    # invalid JSON, which that part's last chunk reports (_SlowPart): a wrong cut costs time, never wrong events.
+    starts: list[int] = [start]
+    stops: list[int | None] = []
+    for i in range(1, parts):
+        m = _BOUNDARY.search(data, start + (n - start) * i // parts)
+        if m is None or m.start() < starts[-1]:
+            break
+        stops.append(m.start() + 1)
+        starts.append(m.end() - 1)
+    stops.append(None)
+    if len(starts) < 2:
+        return None
+    children: list[tuple[int, int]] = []
+    results: list[Any] = []
+    try:
+        for pos, stop in zip(starts[1:], stops[1:]):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: read its part, send the result, and leave without running any cleanup
+                code = 1
+                try:
+                    os.close(r)
+                    trace._progress = None
+                    payload = pickle.dumps(_read_part(trace, fn, pos, stop), protocol=pickle.HIGHEST_PROTOCOL)
+                    with open(w, "wb") as out:
+                        out.write(payload)
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(w)
+            children.append((pid, r))
+        results.append(_read_part(trace, fn, starts[0], stops[0]))
+        for _, r in children:
+            with open(r, "rb", closefd=False) as pipe:
+                payload = pipe.read()
+            results.append(pickle.loads(payload) if payload else None)
+    finally:
+        for pid, r in children:
+            os.close(r)
+            if len(results) < len(starts):  # we are leaving early: the child's result is of no use
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
+            os.waitpid(pid, 0)
+    if any(part is None for part in results):
+        return None
+    reader = _EventReader(trace)
+    notes = reader.notes
+    for _, part, _, _ in results:
+        notes.events += part.events
+        notes.not_objects += part.not_objects
+        if part.unreadable and not notes.unreadable:
+            notes.first_unreadable = part.first_unreadable
+        notes.unreadable += part.unreadable
+        notes.utf8_replaced |= part.utf8_replaced
+        notes.stray_braces += part.stray_braces
+    next_pos, how = results[-1][2], results[-1][3]
+    if trace._progress is not None:
+        trace._progress(min(next_pos, n), n)
+    reader._finish(next_pos, how)
+    return [part[0] for part in results]
+
+
+def _read_part(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]], R], pos: int, stop: int | None
+               ) -> tuple[R, _Notes, int, str] | None:
+    """(fn's result, the notes, where the part ended and how) of the part from `pos` to `stop`; None when it needs
+    the slow path."""
+    reader = _EventReader(trace)
+    ended: list[tuple[int, str]] = []
+
+    def chunks() -> Iterator[list[dict[str, Any]]]:
+        ended.append((yield from reader._part(pos, stop)))
+
+    enabled = gc.isenabled()
+    gc.disable()  # as in _EventReader.run
+    try:
+        result = fn(chunks())
+    except _SlowPart:
+        return None
+    finally:
+        if enabled:
+            gc.enable()
+    if not ended:
+        return None
+    return result, reader.notes, ended[0][0], ended[0][1]

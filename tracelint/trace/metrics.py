@@ -50,6 +50,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 from typing import NamedTuple
 
 from tracelint.engine import SourceLocation, TraceLocation
@@ -182,7 +183,9 @@ def merge(intervals: Iterable[tuple[float, float]]) -> tuple[list[float], list[f
     """The union of (start, end) intervals as sorted disjoint (starts, ends)."""
     starts: list[float] = []
     ends: list[float] = []
-    for s, e in sorted(intervals):
+    # Sorted by start only: the union does not depend on the order of equal starts, and a float key sorts much
+    # faster than tuples.
+    for s, e in sorted(intervals, key=itemgetter(0)):
         if e <= s:
             continue
         if ends and s <= ends[-1]:
@@ -339,7 +342,7 @@ def _idle_causes(model: TraceModel, starts, ends, first, min_gap_us: float) -> t
             continue
         opener = first[i]
         tid = opener.launch.tid if opener.launch is not None else main_tid
-        data, syncs, active = unions_of(tid)
+        data, syncs, active = unions.get(tid) or unions_of(tid)
         d = overlap(data, a, b) if data[0] else 0.0
         rest = (b - a) - d
         if syncs[0]:
@@ -453,12 +456,7 @@ def _step_stats(model: TraceModel, launched: list[GpuEvent], device: int | None)
             i = model.step_at(c.start)
             if i is not None:
                 syncs[i] += 1
-    allocs = [0] * n
-    for sample in model.memory:
-        if sample.bytes > 0 and (device is None or sample.device == device):
-            i = model.step_at(sample.ts)
-            if i is not None:
-                allocs[i] += 1
+    allocs = _allocations_per_step(model, device)
     breakdowns = _breakdowns(model, spans)
     return [StepStats(i, number, s, e, gpu_lo[i], gpu_hi[i], kernels[i], dtoh[i], syncs[i], allocs[i], breakdowns[i])
             for i, number, s, e in spans]
@@ -521,7 +519,26 @@ def _memory_metrics(m: dict, model: TraceModel, device: int | None, n_windows: i
     m["device_memory_bytes"] = total_mem
     m["peak_memory_pct"] = _pct(peak, total_mem)
     if samples:
-        allocs = sum(1 for s in samples if s.bytes > 0 and model.step_at(s.ts) is not None)
+        allocs = sum(_allocations_per_step(model, device))
         m["allocations_per_step"] = round(allocs / n_windows, 1)
     else:
         m["allocations_per_step"] = None
+
+
+def _allocations_per_step(model: TraceModel, device: int | None) -> list[int]:
+    """Device allocations (``[memory]`` samples with positive bytes) in each step as ``model.step_at`` assigns
+    them — a sample in step i lies in [start i, end i] and before step i+1 starts — counted by bisecting the
+    time-sorted samples instead of looking each one up (one window without steps)."""
+    times = [s.ts for s in model.memory if s.bytes > 0 and (device is None or s.device == device)]
+    steps = model.steps
+    if not steps:
+        return [len(times)]
+    starts = model._step_starts
+    counts = []
+    for i, step in enumerate(steps):
+        lo = bisect_left(times, step.start)
+        hi = bisect_right(times, step.end)
+        if i + 1 < len(steps):
+            hi = min(hi, bisect_left(times, starts[i + 1]))
+        counts.append(max(0, hi - lo))
+    return counts

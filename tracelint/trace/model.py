@@ -22,6 +22,8 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import repeat
+from operator import itemgetter
 from typing import NamedTuple
 
 KERNEL, MEMCPY, MEMSET = "kernel", "memcpy", "memset"
@@ -248,12 +250,40 @@ class _Slow(Exception):
 
 
 def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
-    """Stream event chunks into a TraceModel; ``meta_source()`` returns the top-level keys once chunks are read."""
+    """Stream event chunks into a TraceModel; ``meta_source()`` returns the top-level keys once chunks are read.
+
+    A loader stream that can be split (``map_parts``, see load.py) reads parts of a big trace in worker processes:
+    each part gives the same plain-tuple records a serial read would, and they are joined in file order.
+    """
+    map_parts = getattr(chunks, "map_parts", None)
+    parts = map_parts(_collect) if map_parts is not None else [_collect(chunks)]
+    lists = parts[0]
+    for part in parts[1:]:
+        for kept, more in zip(lists, part):
+            kept += more
+    steps, ops, runtime, gpu_raw, syncs, frames, memory, skipped = lists
     model = TraceModel()
+    meta = meta_source() if meta_source else {}
+    _read_meta(model, meta if isinstance(meta, dict) else {})
+    model.skipped_events = sum(skipped)
+    _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory)
+    return model
+
+
+def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
+    """The records of a stream of event chunks, as plain tuples in the field order of the record types (cheap to
+    build and to pickle between processes; ``_finish`` makes them records): steps, ops, runtime calls, raw GPU
+    events, syncs, frames, memory samples, and a one-item list holding the number of skipped events."""
     names: dict[str, str] = {}
     intern = names.setdefault
     ops, runtime, gpu_raw, syncs, frames, memory, steps = ([] for _ in range(7))
     stacks: dict[object, str | None] = {}  # "Call stack" arg -> its innermost user frame
+
+    def stack_of(call_stack) -> str | None:
+        stack = stacks.get(call_stack, False)
+        if stack is False:
+            stack = stacks[call_stack] = _innermost_user_frame(str(call_stack))
+        return stack
 
     def read(e: dict, kind: int) -> int:
         """The tolerant reader: any event, missing or odd fields included; returns 1 when it had to skip it."""
@@ -266,20 +296,16 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
             if kind == _OP:
                 end = ts + float(e.get("dur") or 0.0)
                 args = e.get("args") or _EMPTY
-                stack = None
-                if "Call stack" in args:
-                    stack = stacks.get(args["Call stack"], False)
-                    if stack is False:
-                        stack = stacks[args["Call stack"]] = _innermost_user_frame(str(args["Call stack"]))
+                stack = stack_of(args["Call stack"]) if "Call stack" in args else None
                 m = _STEP_RE.match(name) if name.startswith("ProfilerStep#") else None
                 if m:
-                    steps.append(Step(int(m.group(1)), e.get("tid"), ts, end))
+                    steps.append((int(m.group(1)), e.get("tid"), ts, end))
                 else:
-                    ops.append(Op(intern(name, name), e.get("tid"), ts, end, stack))
+                    ops.append((intern(name, name), e.get("tid"), ts, end, stack))
             elif kind == _RUNTIME:
                 args = e.get("args") or _EMPTY
-                runtime.append(RuntimeCall(intern(name, name), e.get("tid"), ts, ts + float(e.get("dur") or 0.0),
-                                           args.get("correlation")))
+                runtime.append((intern(name, name), e.get("tid"), ts, ts + float(e.get("dur") or 0.0),
+                                args.get("correlation")))
             elif kind == _GPU:
                 args = e.get("args") or _EMPTY
                 device = args.get("device")
@@ -289,27 +315,28 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
             elif kind == _PYFRAME:
                 user = parse_user_frame(name) if "): " in name else None
                 if user is not None:
-                    frames.append(Frame(e.get("tid"), ts, ts + float(e.get("dur") or 0.0), *user))
+                    frames.append((e.get("tid"), ts, ts + float(e.get("dur") or 0.0), *user))
             elif kind == _SYNC:
                 args = e.get("args") or _EMPTY
-                syncs.append(SyncEvent(intern(name, name), args.get("device", e.get("pid")), ts,
-                                       ts + float(e.get("dur") or 0.0), args.get("correlation")))
+                syncs.append((intern(name, name), args.get("device", e.get("pid")), ts,
+                              ts + float(e.get("dur") or 0.0), args.get("correlation")))
             elif name == "[memory]":
                 args = e.get("args") or _EMPTY
                 # Device Type 0 is the CPU allocator; CUDA (and ROCm, which PyTorch reports as CUDA) is 1.
                 if args.get("Device Type", 0) != 0:
                     total = args.get("Total Allocated")
-                    memory.append(MemorySample(ts, _int(args.get("Device Id")) or 0, _int(args.get("Bytes")) or 0,
-                                               _int(total) if total is not None else None))
+                    memory.append((ts, _int(args.get("Device Id")) or 0, _int(args.get("Bytes")) or 0,
+                                   _int(total) if total is not None else None))
             return 0
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError):
             return 1
 
-    # The fast path reads the three categories that make up most of a trace by plain subscripts; anything it does
-    # not expect (a missing field, a string timestamp, a legacy call stack, a step) raises and goes to read().
+    # The fast path reads the categories that make up most of a trace by plain subscripts; anything it does not
+    # expect (a missing field, a string timestamp, a step) raises and goes to read(). Where read() turns times into
+    # floats (frames, ops with a call stack), the fast path adds 0.0, which gives the same float for any number.
     category = _CATEGORY.get
     add_op, add_call, add_gpu, add_memory = ops.append, runtime.append, gpu_raw.append, memory.append
-    new = tuple.__new__  # builds a NamedTuple without its Python-level __new__: half the cost, a million times
+    add_frame = frames.append
     skipped = 0
     for chunk in chunks:
         for e in chunk:
@@ -317,18 +344,29 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
             if kind is None:
                 continue
             try:
+                if kind == _PYFRAME:
+                    ts = e["ts"] + 0.0
+                    name = e["name"]
+                    user = parse_user_frame(name) if "): " in name else None
+                    if user is not None:
+                        add_frame((e["tid"], ts, ts + e["dur"], *user))
+                    continue
                 if kind == _OP:
                     name = e["name"]
-                    if name.startswith("ProfilerStep#") or "Call stack" in e["args"]:
+                    if name.startswith("ProfilerStep#"):
                         raise _Slow
+                    args = e["args"]
+                    if "Call stack" in args:
+                        ts = e["ts"] + 0.0
+                        add_op((intern(name, name), e["tid"], ts, ts + e["dur"], stack_of(args["Call stack"])))
+                        continue
                     ts = e["ts"]
-                    add_op(new(Op, (intern(name, name), e["tid"], ts, ts + e["dur"], None)))
+                    add_op((intern(name, name), e["tid"], ts, ts + e["dur"], None))
                     continue
                 if kind == _RUNTIME:
                     ts = e["ts"]
                     name = e["name"]
-                    add_call(new(RuntimeCall, (intern(name, name), e["tid"], ts, ts + e["dur"],
-                                               e["args"]["correlation"])))
+                    add_call((intern(name, name), e["tid"], ts, ts + e["dur"], e["args"]["correlation"]))
                     continue
                 if kind == _GPU:
                     ts = e["ts"]
@@ -341,18 +379,12 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
                     if e["name"] == "[memory]":
                         args = e["args"]
                         if args["Device Type"] != 0:
-                            add_memory(new(MemorySample, (e["ts"] + 0, args["Device Id"], args["Bytes"],
-                                                          args.get("Total Allocated"))))
+                            add_memory((e["ts"] + 0, args["Device Id"], args["Bytes"], args.get("Total Allocated")))
                     continue
             except (_Slow, TypeError, KeyError, AttributeError):
                 pass
             skipped += read(e, kind)
-
-    meta = meta_source() if meta_source else {}
-    _read_meta(model, meta if isinstance(meta, dict) else {})
-    model.skipped_events = skipped
-    _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory)
-    return model
+    return steps, ops, runtime, gpu_raw, syncs, frames, memory, [skipped]
 
 
 def _read_meta(model: TraceModel, meta: dict) -> None:
@@ -375,24 +407,30 @@ def _read_meta(model: TraceModel, meta: dict) -> None:
     model.base_time_ns = _int(meta.get("baseTimeNanoseconds"))
 
 
-def _by_start(item) -> float:
-    return item[2]
+_by_start = itemgetter(2)  # the start of an Op, RuntimeCall or SyncEvent
+
+
+def _records(cls, items: list) -> list:
+    """Plain tuples as records of ``cls`` (C-level all the way: no Python ``__new__`` per item)."""
+    return list(map(tuple.__new__, repeat(cls), items))
 
 
 def _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory) -> None:
     # Steps: keep one span per step number (a trace may repeat a step on another thread) ordered by start.
     seen: dict[int, Step] = {}
-    for step in sorted(steps, key=lambda s: s.start):
+    for step in sorted(_records(Step, steps), key=lambda s: s.start):
         seen.setdefault(step.number, step)
     model.steps = sorted(seen.values(), key=lambda s: s.start)
     model._step_starts = [s.start for s in model.steps]
 
     ops.sort(key=_by_start)
     runtime.sort(key=_by_start)
+    ops, runtime = _records(Op, ops), _records(RuntimeCall, runtime)
     model.ops, model.runtime = ops, runtime
-    model.syncs = sorted((s if s.device.__class__ is int else s._replace(device=_int(s.device) or 0) for s in syncs),
-                         key=lambda s: s.start)
-    model.memory = sorted(memory, key=lambda m: m.ts)
+    model.syncs = sorted((s if s.device.__class__ is int else s._replace(device=_int(s.device) or 0)
+                          for s in _records(SyncEvent, syncs)), key=_by_start)
+    memory.sort(key=itemgetter(0))
+    model.memory = _records(MemorySample, memory)
 
     by_tid: dict[object, tuple[list[float], list[Op]]] = {}
     for op in ops:
@@ -401,7 +439,8 @@ def _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory) -> None:
         items.append(op)
     model._ops_by_tid = by_tid
 
-    frames.sort(key=lambda f: f.start)
+    frames.sort(key=itemgetter(1))
+    frames = _records(Frame, frames)
     fbt: dict[object, tuple[list[float], list[Frame]]] = {}
     for frame in frames:
         starts, items = fbt.setdefault(frame.tid, ([], []))
@@ -411,8 +450,8 @@ def _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory) -> None:
 
     launches = {call.correlation: call for call in runtime if call.correlation is not None}
     new = tuple.__new__
-    step_at = model.step_at
     has_steps = model.has_steps
+    step_starts, step_list = model._step_starts, model.steps
     gpu = []
     for kind, name, device, stream, start, end, corr, nbytes in gpu_raw:
         if device.__class__ is not int:
@@ -421,10 +460,16 @@ def _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory) -> None:
             nbytes = _int(nbytes)
         launch = launches.get(corr) if corr is not None else None
         if launch is not None:
-            step = step_at(launch.start)
+            # model.step_at(launch.start), inlined: it runs once per GPU event
+            if has_steps:
+                at = launch[2]
+                i = bisect_right(step_starts, at) - 1
+                step = i if i >= 0 and at <= step_list[i].end else None
+            else:
+                step = 0
         else:
             # Work whose launch the trace lacks has no step of its own; without steps everything is the window.
             step = None if has_steps else 0
         gpu.append(new(GpuEvent, (kind, name, device, stream, start, end, corr, nbytes, launch, step)))
-    gpu.sort(key=lambda g: g.start)
+    gpu.sort(key=itemgetter(4))
     model.gpu = gpu
