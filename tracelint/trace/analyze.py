@@ -66,19 +66,11 @@ def analyze_trace(path, *, config: Config | None = None, progress=None) -> Repor
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        count = 0
-
-        def counted(chunks):
-            nonlocal count
-            for chunk in chunks:
-                count += len(chunk)
-                yield chunk
-
         try:
-            model = build_model(counted(trace.iter_chunks()), lambda: trace.meta)
+            model = build_model(trace.iter_chunks(), lambda: trace.meta)
         finally:
             trace.close()
-        if count == 0:  # nothing to report on: one line, like any other unreadable input
+        if trace.events_read == 0:  # nothing to report on: one line, like any other unreadable input
             raise TraceReadError(trace.warnings[0] if trace.truncated and trace.warnings
                                  else "empty trace: traceEvents holds no events")
         warnings = list(trace.warnings)

@@ -384,6 +384,13 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
             except (_Slow, TypeError, KeyError, AttributeError):
                 pass
             skipped += read(e, kind)
+    # Sorted here, by the same keys as in _finish, so that in a parallel read the workers do the sorting and
+    # _finish's stable sorts only merge the parts' sorted runs (same order as sorting the whole at once).
+    ops.sort(key=_by_start)
+    runtime.sort(key=_by_start)
+    gpu_raw.sort(key=itemgetter(4))
+    frames.sort(key=itemgetter(1))
+    memory.sort(key=itemgetter(0))
     return steps, ops, runtime, gpu_raw, syncs, frames, memory, [skipped]
 
 
