@@ -12,7 +12,6 @@ from tracelint.engine.result import EXIT_ERROR
 from tracelint.render import formats
 
 FORMATS = formats()
-COMMANDS_TAKING_PATHS = ("check", "trace")
 
 
 class _DispatchGroup(click.Group):
