@@ -21,46 +21,45 @@ def dataloader_arguments(ctx: FileContext, node: cst.CSTNode) -> Arguments | Non
     return None
 
 
-class DataLoaderWithoutWorkers(SourceRule):
-    code = "TL201"
+class _DataLoaderArgument(SourceRule):
+    """A DataLoader argument that is missing or set to a literal bad value; a non-literal value, or ``**kwargs``
+    that may set it, is not a violation. Subclasses name the argument, its bad value, its fix and the message."""
+
+    code = ""  # a base, not a rule
     triggers = ("DataLoader",)
+    argument: str
+    position: int
+    bad: object
+    good: str
+    safe: bool
+    message: str
 
     def visit_Call(self, node: cst.Call) -> None:
         args = dataloader_arguments(self.ctx, node)
         if args is None:
             return
-        value = args.get("num_workers", NUM_WORKERS_POS)
+        value = args.get(self.argument, self.position)
         if value is None and not args.known:
             return  # **kwargs / *args may set it
-        if value is not None and not is_literal(value, 0):
+        if value is not None and not is_literal(value, self.bad):
             return
-        fix = None
         if value is None:
-            fix = Fix(f"Add num_workers={DEFAULT_WORKERS}",
-                      (self.replace(node, with_keyword(node, "num_workers", str(DEFAULT_WORKERS))),), safe=False)
+            fix = Fix(f"Add {self.argument}={self.good}",
+                      (self.replace(node, with_keyword(node, self.argument, self.good)),), safe=self.safe)
         else:  # the literal may sit in the call or in a **kwargs dict built nearby
-            fix = Fix(f"Set num_workers={DEFAULT_WORKERS}", (self.edit(value, str(DEFAULT_WORKERS)),), safe=False)
-        self.report(node, "DataLoader loads batches in the main process (num_workers is 0): the training loop "
-                          "waits for every batch; use worker processes", fix=fix)
+            fix = Fix(f"Set {self.argument}={self.good}", (self.edit(value, self.good),), safe=self.safe)
+        self.report(node, self.message, fix=fix)
 
 
-class DataLoaderWithoutPinnedMemory(SourceRule):
+class DataLoaderWithoutWorkers(_DataLoaderArgument):
+    code = "TL201"
+    argument, position, bad, good, safe = "num_workers", NUM_WORKERS_POS, 0, str(DEFAULT_WORKERS), False
+    message = ("DataLoader loads batches in the main process (num_workers is 0): the training loop waits for every "
+               "batch; use worker processes")
+
+
+class DataLoaderWithoutPinnedMemory(_DataLoaderArgument):
     code = "TL202"
-    triggers = ("DataLoader",)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        args = dataloader_arguments(self.ctx, node)
-        if args is None:
-            return
-        value = args.get("pin_memory", PIN_MEMORY_POS)
-        if value is None and not args.known:
-            return
-        if value is not None and not is_literal(value, False):
-            return
-        fix = None
-        if value is None:
-            fix = Fix("Add pin_memory=True", (self.replace(node, with_keyword(node, "pin_memory", "True")),))
-        else:
-            fix = Fix("Set pin_memory=True", (self.edit(value, "True"),))
-        self.report(node, "DataLoader without pin_memory=True: batches are copied to the GPU from pageable memory, "
-                          "a slower copy that cannot overlap compute", fix=fix)
+    argument, position, bad, good, safe = "pin_memory", PIN_MEMORY_POS, False, "True", True
+    message = ("DataLoader without pin_memory=True: batches are copied to the GPU from pageable memory, a slower "
+               "copy that cannot overlap compute")
