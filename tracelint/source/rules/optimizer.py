@@ -1,4 +1,4 @@
-"""TL301: ``zero_grad(set_to_none=False)`` keeps zero-filled gradient tensors (a memset per parameter per step)."""
+"""TL301: ``zero_grad(set_to_none=False)`` keeps zero-filled gradient tensors (a fill kernel per parameter tensor per step)."""
 from __future__ import annotations
 
 import libcst as cst
@@ -43,8 +43,8 @@ class ZeroGradKeepsGrads(SourceRule):
         for call, arg in self.candidates:
             fix = Fix("Remove set_to_none=False (the default since PyTorch 2.0 frees the gradients)",
                       (self.replace(call, without_argument(call, arg)),))
-            self.report(call, "zero_grad(set_to_none=False) fills every gradient with zeros each step (a memset "
-                              "kernel per parameter) instead of freeing them", fix=fix)
+            self.report(call, "zero_grad(set_to_none=False) fills every gradient with zeros each step (a fill "
+                              "kernel per parameter tensor) instead of freeing them", fix=fix)
 
 
 def _is_grad(expr: cst.BaseExpression) -> bool:
