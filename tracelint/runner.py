@@ -10,7 +10,8 @@ from pathlib import Path
 from tracelint.engine import Config, FileChecked, Finding, InputError, RunResult, find_config
 
 TRACE_SUFFIXES = (".json", ".json.gz")
-TRACE_DIR_PATTERNS = ("*.pt.trace.json", "*.pt.trace.json.gz", "*.trace.json", "*.trace.json.gz")
+# In a directory of code, only files named as traces are traces (`<worker>.<ns>.pt.trace.json.gz` included).
+TRACE_DIR_PATTERNS = ("*.trace.json", "*.trace.json.gz")
 
 
 def is_trace_file(path: Path) -> bool:
