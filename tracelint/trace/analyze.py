@@ -79,7 +79,20 @@ def analyze_trace(path, *, config: Config | None = None, progress=None) -> Repor
         return report_from_model(str(path), model, config=config, warnings=tuple(warnings), truncated=trace.truncated)
     finally:
         if gc_was_enabled:
+            _promote_all()
             gc.enable()
+
+
+def _promote_all() -> None:
+    """Move every object the collector tracks into its oldest generation, without scanning any of them.
+
+    Re-enabling the collector with the model's million fresh tuples in the youngest generation would make the next
+    young collection traverse all of them (0.1-0.15 s on a 250 MB trace) only to find nothing to free. Freezing and
+    unfreezing moves them straight to the oldest generation, which is collected rarely; cycles there are still
+    collected then, so a long-lived caller (``on_trace_ready`` in a training process) leaks nothing.
+    """
+    gc.freeze()
+    gc.unfreeze()
 
 
 def report_from_model(path: str, model: TraceModel, *, config: Config | None = None, warnings: tuple[str, ...] = (),

@@ -26,7 +26,9 @@ import orjson
 
 from tracelint.trace._jsonfix import loads_lenient
 
-CHUNK_BYTES = 2 << 20  # ~8k events: big enough to amortise the calls, small enough to keep few dicts alive
+# ~500 events per chunk: enough to amortise the per-chunk calls, and small enough that the decoded dicts are still
+# in the CPU cache when the model's loop reads them (2 MB chunks measured ~20% slower on the 250 MB bench trace).
+CHUNK_BYTES = 128 << 10
 
 PARALLEL_MIN_BYTES = 32 << 20  # below this, forking costs more than it saves
 MAX_PARTS = 8
