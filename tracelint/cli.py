@@ -191,7 +191,32 @@ def rules_cmd(fmt: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: maps every failure to one line on stderr and exit code 2 (click would use 1 for some)."""
+    """Entry point: maps every failure to one line on stderr and exit code 2 (click would use 1 for some).
+
+    Run as the process itself (``argv`` None: the ``tracelint`` script, ``python -m tracelint``) it leaves with
+    ``os._exit`` once the output is flushed: freeing a big trace's million records and tearing the interpreter
+    down would only make the user wait longer for the prompt."""
+    try:
+        _main(argv)
+    except SystemExit as exc:
+        if argv is None:
+            _leave(exc.code)
+        raise
+
+
+def _leave(code: object) -> None:
+    status = 0 if code is None else code if isinstance(code, int) else EXIT_ERROR
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said there
+            status = status or EXIT_ERROR
+    os._exit(status)
+
+
+def _main(argv: list[str] | None) -> None:
     try:
         cli.main(args=argv, prog_name="tracelint", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -72,6 +72,7 @@ def run_paths(
             if isinstance(report, InputError):
                 result.errors.append(report)
                 continue
+            result.reports.append(report)
             result.traces.extend(report.summaries)
             for finding in report.findings:
                 _collect(result, finding, lambda _p: config)

@@ -48,6 +48,7 @@ class RunResult:
     errors: list[InputError] = field(default_factory=list)
     files_checked: int = 0
     fixed: int = 0
+    reports: list = field(default_factory=list)  # the trace Reports, analyses included (tracelint.trace.Report)
 
     def exit_code(self, fail_on: Severity = Severity.WARNING, exit_zero: bool = False) -> int:
         if self.errors:

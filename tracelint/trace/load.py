@@ -11,6 +11,7 @@ early (a killed run) yields every complete event before the cut and says so in `
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import pickle
 import re
@@ -66,7 +67,7 @@ class TraceFile:
     warnings: list[str]
     truncated: bool
     nbytes: int  # length of the JSON text (after decompression)
-    _data: bytes | bytearray = field(repr=False)
+    _data: bytes | bytearray | mmap.mmap = field(repr=False)
     _events_start: int = field(repr=False)
     _bare: bool = field(repr=False)  # the bare-array form `[ {...}, ... ]`
     _gzip_problem: str | None = field(repr=False)
@@ -100,7 +101,7 @@ def open_trace(path: str | os.PathLike[str], *, progress: Progress | None = None
         raise TraceReadError("empty file")
     warnings: list[str] = []
     gzip_problem = None
-    if raw.startswith(_GZIP_MAGIC):
+    if raw[:2] == _GZIP_MAGIC:
         raw, gzip_problem = _gunzip(raw, warnings)
         if not raw:
             raise TraceReadError(f"empty file (the gzip stream {gzip_problem or 'holds no data'})")
@@ -152,8 +153,15 @@ class ChunkStream:
 # ---- reading bytes ---------------------------------------------------------------------------------------------
 
 
-def _read_file(path: Path) -> bytes:
+def _read_file(path: Path) -> bytes | mmap.mmap:
+    """The file's bytes; a big uncompressed trace is memory-mapped instead of read: no 250 MB copy before the first
+    event is decoded, and in a parallel read each process pages in only its own part. (Like ripgrep's mmap reads,
+    this trusts the file not to be truncated by another process while it is being read.)"""
     try:
+        if path.stat().st_size >= PARALLEL_MIN_BYTES:
+            mapped = _map_file(path)
+            if mapped is not None:
+                return mapped
         return path.read_bytes()
     except FileNotFoundError:
         raise TraceReadError("no such file") from None
@@ -163,6 +171,18 @@ def _read_file(path: Path) -> bytes:
         raise TraceReadError("permission denied") from None
     except OSError as e:
         raise TraceReadError(f"cannot read file: {e.strerror or e}") from None
+
+
+def _map_file(path: Path) -> mmap.mmap | None:
+    try:
+        with open(path, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None  # not mappable (a pipe, a special file): read it
+    if mapped[:2] == _GZIP_MAGIC:  # inflated into memory anyway
+        mapped.close()
+        return None
+    return mapped
 
 
 def _gunzip(raw: bytes, warnings: list[str]) -> tuple[bytearray, str | None]:
@@ -208,7 +228,7 @@ def _inflate(raw: bytes, warnings: list[str]) -> tuple[bytearray, str | None]:
 
 def _as_utf8(raw: bytes | bytearray, warnings: list[str]) -> tuple[bytes | bytearray, int]:
     """The data as UTF-8 and where the JSON text starts (after a UTF-8 byte-order mark)."""
-    if raw.startswith(b"\xef\xbb\xbf"):
+    if raw[:3] == b"\xef\xbb\xbf":
         return raw, 3
     head = bytes(raw[:4])
     encoding = None
