@@ -19,10 +19,11 @@ import sys
 import zipfile
 from pathlib import Path
 
-from _benchutil import CACHE, ensure_venv, log, measure_median, resolve_tracelint, table, tail, venv_bin
+from _benchutil import CACHE, REPO, ensure_venv, log, measure_median, resolve_tracelint, table, tail, venv_bin
 
 PACKAGES = ("timm", "torchvision")
 DEFAULT_ONE_FILE = "timm/timm/data/loader.py"  # DataLoader construction: what a pre-commit hook sees in training code
+EXAMPLE = REPO / "fixtures" / "examples" / "train.py"  # the README's example: findings, so libcst is loaded
 DIAG_RE = re.compile(rb"^\S.*:\d+:\d+:? ", re.M)  # path:line:col: CODE message
 
 
@@ -65,7 +66,9 @@ def main() -> int:
     ap.add_argument("--corpus", choices=["timm", "torchvision", "all"], default="all")
     ap.add_argument("--repeat", type=int, default=5, help="runs of the one-file case (median)")
     ap.add_argument("--corpus-repeat", type=int, default=1, help="runs of each whole-corpus case (median)")
-    ap.add_argument("--one-file", help=f"file for the pre-commit case (default: corpus {DEFAULT_ONE_FILE})")
+    ap.add_argument("--one-file", action="append",
+                    help=f"file for a pre-commit case, repeatable (default: corpus {DEFAULT_ONE_FILE}, which the "
+                         f"screen passes without parsing, and {EXAMPLE.relative_to(REPO)}, which has findings)")
     ap.add_argument("--torchfix-select", help="TorchFix --select value (default: TorchFix's default rule set)")
     ap.add_argument("--skip-torchfix", action="store_true")
     args = ap.parse_args()
@@ -73,7 +76,7 @@ def main() -> int:
 
     names = list(PACKAGES) if args.corpus == "all" else [args.corpus]
     corpus = ensure_corpus(sorted(set(names) | {"timm"} if not args.one_file else set(names)))
-    one_file = Path(args.one_file) if args.one_file else CACHE / "corpus" / DEFAULT_ONE_FILE
+    one_files = [Path(f) for f in args.one_file] if args.one_file else [CACHE / "corpus" / DEFAULT_ONE_FILE, EXAMPLE]
 
     tools: dict[str, list[str]] = {}
     tl = resolve_tracelint(args.tracelint, "check")
@@ -93,7 +96,7 @@ def main() -> int:
     out_dir = CACHE / "out"
     out_dir.mkdir(parents=True, exist_ok=True)
     cases = [(n, corpus[n], args.corpus_repeat) for n in names]
-    cases.append((f"1 file ({one_file.name})", one_file, args.repeat))
+    cases += [(f"1 file ({f.name})", f, args.repeat) for f in one_files]
 
     rows = []
     for label, path, repeat in cases:

@@ -10,6 +10,7 @@ from tracelint.source.context import FileContext
 from tracelint.source.fix import apply_edits
 from tracelint.source.rule import run_rules
 from tracelint.source.rules import sync
+from tracelint.source.screen import may_report, sites
 
 SYNC_RULES = (sync.ItemInLoop, sync.DeviceToHostCopyInLoop, sync.TensorToPythonScalarInLoop,
               sync.TensorFormattingInLoop, sync.CudaSynchronizeInLoop, sync.NonzeroInLoop)
@@ -19,7 +20,11 @@ HEADER = "import torch\nimport numpy as np\n"
 def findings(snippet: str, header: str = HEADER):
     source = header + textwrap.dedent(snippet)
     ctx = FileContext("snippet.py", source, cst.parse_module(source))
-    return source, run_rules(ctx, [cls(ctx) for cls in SYNC_RULES])
+    found = run_rules(ctx, [cls(ctx) for cls in SYNC_RULES])
+    # Every snippet is also a case for the ast screen: it must let through each rule that reports here.
+    screened = sites(source)
+    assert all(may_report(f.code, screened) for f in found), f"the screen holds back {found} ({screened})"
+    return source, found
 
 
 def lint(snippet: str, header: str = HEADER) -> list[tuple[str, int]]:

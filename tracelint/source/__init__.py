@@ -3,8 +3,9 @@
 ``lint_paths(paths)`` yields Findings, InputErrors (a file it could not read or parse; the others are still linted)
 and one FileChecked per file read. Rules are ``SourceRule`` classes in ``tracelint/source/rules/`` (see rule.py for
 the framework, context.py for what a rule knows about its file). Speed comes from a text prefilter (files that never
-mention torch, or none of a rule's trigger words, are not parsed for it), one shared traversal per file, and worker
-processes when there are many files.
+mention torch, or none of a rule's trigger words, are not parsed for it), an ``ast`` screen (screen.py: a file
+without any site a rule reports on is never parsed with libcst, nor is libcst imported), one shared traversal per
+file, and worker processes when there are many files.
 """
 from __future__ import annotations
 

@@ -28,7 +28,6 @@ meant to be cheap (libcst's QualifiedNameProvider is precise but made TorchFix ~
 """
 from __future__ import annotations
 
-import builtins
 import dataclasses
 from collections.abc import Iterator
 from functools import cached_property
@@ -37,8 +36,8 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from tracelint.engine import SourceLocation
+from tracelint.source.vocab import BUILTINS as _BUILTINS
 
-_BUILTINS = frozenset(dir(builtins))
 
 
 def dotted_name(expr: cst.BaseExpression) -> str | None:

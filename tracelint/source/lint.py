@@ -10,14 +10,15 @@ from tracelint.engine import Config, FileChecked, Finding, InputError, discover
 from tracelint.engine.suppress import is_suppressed
 from tracelint.source.document import DocumentError, NotebookDocument, PythonDocument, read_document
 from tracelint.source.fix import choose_fixes, write_atomic
+from tracelint.source.screen import RULE_SITES, may_report, sites
 
 if TYPE_CHECKING:
     import libcst as cst
 
     from tracelint.source.rule import SourceRule
 
-# libcst (and so the rules) is imported only once a file needs parsing: importing it costs ~0.3 s, which a
-# pre-commit run on files that never mention torch should not pay.
+# libcst (and so the rules) is imported only once a file needs parsing: importing it costs ~0.25 s, which a
+# pre-commit run on files that never mention torch, or that hold nothing a rule reports on, should not pay.
 
 MAX_FIX_PASSES = 5  # a fix may expose another; ruff iterates the same way
 
@@ -58,9 +59,12 @@ def _syntax_error(text: str, exc) -> _ParseError:
 
 
 def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[type[SourceRule]],
-           config: Config) -> list[Finding]:
-    """The findings of ``rules`` on ``doc`` as the user sees them (config applied, suppressed ones dropped)."""
-    active = [cls for cls in rules if cls.wanted(doc.text)]
+           config: Config, found: frozenset[str] | None | bool = False) -> list[Finding]:
+    """The findings of ``rules`` on ``doc`` as the user sees them (config applied, suppressed ones dropped).
+    ``found``: the screen's site kinds of ``doc`` when already known."""
+    if found is False:
+        found = sites(doc.text)
+    active = [cls for cls in rules if cls.wanted(doc.text) and may_report(cls.code, found)]
     if not active:
         return []
     from tracelint.source.context import FileContext
@@ -101,9 +105,15 @@ def lint_file(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: bo
     # Files that never mention torch cannot hold a torch anti-pattern: skip before parsing.
     if "torch" not in doc.text:
         return [FileChecked(display)]
+    # Nor can a file without a site any enabled rule reports on (screen.py): then neither libcst nor the rules
+    # are imported, which is most of a one-file run.
+    found = sites(doc.text)
+    if found is not None and not any(may_report(code, found) for code in RULE_SITES
+                                     if config.enabled(code) and not config.ignored_for(display, code)):
+        return [FileChecked(display)]
     rules = [cls for cls in source_rules() if config.enabled(cls.code) and not config.ignored_for(display, cls.code)]
     try:
-        findings = _check(doc, display, rules, config)
+        findings = _check(doc, display, rules, config, found)
         fixed = 0
         if fix:
             findings, fixed, error = _fix(doc, display, rules, config, findings, unsafe_fixes)

@@ -24,6 +24,9 @@ from weakref import WeakKeyDictionary
 import libcst as cst
 
 from tracelint.source.context import dotted_name, iter_children
+from tracelint.source.vocab import HOST_ATTRS as _HOST_ATTRS
+from tracelint.source.vocab import HOST_METHODS as _HOST_METHODS
+from tracelint.source.vocab import STEP_HOOKS as _STEP_HOOKS
 
 
 class Tree(Protocol):
@@ -79,7 +82,6 @@ _MEMBER_METHODS = frozenset({
 _WRAPPERS = frozenset({"enumerate", "tqdm", "trange", "zip", "iter", "islice", "track", "prefetch", "cycle", "chain"})
 # Calls in a loop's own body that make it a step loop whatever its names.
 _STEPPERS = frozenset({"optimizer", "optim", "opt", "scaler", "env", "envs", "environment"})
-_STEP_HOOKS = frozenset({"training_step", "validation_step", "test_step", "predict_step", "train_step", "eval_step"})
 
 
 def _callee_name(call: cst.Call) -> str | None:
@@ -292,12 +294,6 @@ def _skipped_by_continue(block: cst.IndentedBlock, stmt: cst.CSTNode, tree: Tree
 
 # ---------------------------------------------------------------------------------------------------------------
 # tensor-ness
-_HOST_METHODS = frozenset({
-    "item", "tolist", "numpy", "cpu", "size", "dim", "ndimension", "numel", "nelement", "element_size",
-    "data_ptr", "stride", "get_device", "is_contiguous", "keys", "items", "values", "format", "join", "split",
-    "startswith", "endswith", "append", "get", "copy", "dumps", "is_floating_point", "is_complex", "storage_offset",
-})
-_HOST_ATTRS = frozenset({"shape", "ndim", "device", "dtype", "is_cuda", "requires_grad", "layout", "is_leaf", "names"})
 _SAME_ATTRS = frozenset({"T", "mT", "H", "data", "grad", "real", "imag"})
 # Methods only tensors have (numpy and Python objects lack them): a receiver of unknown kind becomes a tensor.
 _TENSOR_ONLY_METHODS = frozenset({

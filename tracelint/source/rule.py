@@ -1,6 +1,8 @@
 """The source-rule framework: a rule is a libcst-style visitor; all rules on a file share ONE traversal.
 
-Writing a rule (one module in ``tracelint/source/rules/`` plus one ``rules/TLxxx-name.md``; nothing to register)::
+Writing a rule (one module in ``tracelint/source/rules/``, one ``rules/TLxxx-name.md``, and the kinds of site it
+reports on in ``screen.RULE_SITES``: files without such a site are not parsed for it; a test checks every rule is
+listed)::
 
     class DataLoaderWithoutWorkers(SourceRule):
         code = "TL201"

@@ -16,19 +16,14 @@ from tracelint.engine import Fix
 from tracelint.source import loops
 from tracelint.source.loops import HotLoop, Kind
 from tracelint.source.rule import SourceRule
+from tracelint.source.vocab import DATA_DEPENDENT as _DATA_DEPENDENT
+from tracelint.source.vocab import LOGGING as _LOGGING
+from tracelint.source.vocab import MASK_METHODS as _MASK_METHODS
+from tracelint.source.vocab import SYNCHRONIZE as _SYNCHRONIZE
 
 _ENV_WORDS = frozenset({"env", "envs", "environment", "environments", "game", "sim", "simulator", "venv"})
 _ACTION_WORDS = frozenset({"action", "actions", "act", "acts"})
-_SYNCHRONIZE = frozenset({
-    "torch.cuda.synchronize", "torch.mps.synchronize", "torch.xpu.synchronize", "torch.accelerator.synchronize",
-})
 _STREAMS = frozenset({"torch.cuda.current_stream", "torch.cuda.default_stream"})
-_MASK_METHODS = frozenset({
-    "bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "isneginf", "isposinf",
-    "logical_and", "logical_or", "logical_not", "logical_xor",
-})
-_DATA_DEPENDENT = frozenset({"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive"})
-_LOGGING = frozenset({"debug", "info", "warning", "warn", "error", "critical", "log", "exception"})
 
 
 def _snippet(ctx, node: cst.CSTNode, limit: int = 48) -> str:

@@ -1,0 +1,143 @@
+"""The ast screen (tracelint/source/screen.py): never holds back a file a rule reports on, and does screen out
+ordinary clean code (else one-file runs pay for libcst for nothing)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from tracelint.engine.catalog import catalog
+from tracelint.source.context import FileContext
+from tracelint.source.lint import source_rules
+from tracelint.source.rule import run_rules
+from tracelint.source.screen import (
+    DATA_DEPENDENT_CALL, DATALOADER, FORMAT, ITEM, MASK_INDEX, PINNED_COPY, RULE_SITES, SCALAR, SYNCHRONIZE, ZERO_GRAD, may_report, sites,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def unscreened_codes(source: str) -> set[str]:
+    """The codes every source rule reports on ``source`` when run directly, without the screen."""
+    ctx = FileContext("t.py", source, cst.parse_module(source))
+    return {f.code for f in run_rules(ctx, [cls(ctx) for cls in source_rules()])}
+
+
+def assert_sound(source: str) -> None:
+    found = sites(source)
+    held_back = {code for code in unscreened_codes(source) if not may_report(code, found)}
+    assert not held_back, f"the screen ({sorted(found or ())}) holds back {sorted(held_back)} on:\n{source}"
+
+
+def test_every_source_rule_names_its_sites():
+    assert {cls.code for cls in source_rules()} == set(RULE_SITES)
+
+
+FILES = sorted((REPO / "fixtures").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_sound_on_the_fixtures(path):
+    assert_sound(path.read_text(encoding="utf-8"))
+
+
+EXAMPLES = [(doc.code, i, text) for doc in catalog().values() if "source" in doc.implemented_by
+            for i, text in enumerate([*doc.bad_examples, *doc.good_examples])]
+
+
+@pytest.mark.parametrize("code,index,text", EXAMPLES, ids=lambda v: str(v)[:12])
+def test_sound_on_the_catalog_examples(code, index, text):
+    assert_sound(text)
+
+
+def screen(source: str) -> frozenset[str] | None:
+    return sites(textwrap.dedent(source))
+
+
+PREFETCH = """\
+import torch
+
+class Prefetcher:
+    def __iter__(self):
+        first = True
+        stream = torch.cuda.current_stream()
+        for next_input, next_target in self.loader:
+            if stream is not None:
+                self.stream.wait_stream(stream)
+            with torch.cuda.stream(self.stream):
+                next_input = next_input.to(device=self.device, non_blocking=True)
+                if self.erase is not None:
+                    next_input = self.erase(next_input)
+            if not first:
+                yield input, target
+            else:
+                first = False
+            input = next_input
+
+def adapt(x, n):
+    if len(x) != n:
+        x = (np.mean(x).item(),) * n
+        print(f"mean {x}")
+    for i in range(n):
+        assert len(x[i]) == n, "shape"
+        rows = [v * 2 for v in x[i]]
+    return x
+"""
+
+
+def test_ordinary_clean_code_is_screened_out():
+    assert screen(PREFETCH) == frozenset()
+
+
+@pytest.mark.parametrize("source,kind", [
+    ("for b in loader:\n    loss.item()\n", ITEM),
+    ("while True:\n    loss = criterion(model(x), y)\n    if loss > 0:\n        break\n", SCALAR),
+    ("for b in loader:\n    out = model(b)\n    print(out)\n", FORMAT),
+    ("for b in loader:\n    out = model(b)\n    s = f'{out}'\n", FORMAT),
+    ("from torch.cuda import synchronize as sync\nfor b in loader:\n    sync()\n", SYNCHRONIZE),
+    ("for b in loader:\n    m = b > 0\n    x = b[m]\n", MASK_INDEX),
+    ("for b in loader:\n    ends = (b == 2).nonzero(as_tuple=False)\n", DATA_DEPENDENT_CALL),
+    ("for b in loader:\n    torch.cuda.current_stream().synchronize()\n", SYNCHRONIZE),
+    ("for b in loader:\n    x, m = b, b.isnan()\n    y = b[m]\n", MASK_INDEX),
+    ("DL = torch.utils.data.DataLoader\nloader = DL(ds)\n", DATALOADER),
+    ("from torch.utils.data import DataLoader as L\nloader = L(ds, pin_memory=True)\nfor x in loader:\n"
+     "    def move():\n        return x.to(dev)\n", PINNED_COPY),
+    ("opt.zero_grad(False)\n", ZERO_GRAD),
+    ("def training_step(self, batch, i):\n    return self(batch).item()\n", ITEM),
+])
+def test_sites_are_found(source, kind):
+    assert kind in screen("import torch\n" + source)
+
+
+@pytest.mark.parametrize("source", [
+    "for b in loader:\n    n = len(b)\n    if n > 2:\n        print(n, b.shape)\n",
+    "for b in loader:\n    def later():\n        return b.item()\n",
+    "x.item()\nfloat(model(x))\n",
+    "opt.zero_grad(set_to_none=True)\nloader = make_loader(ds)\n",
+    "for b in loader:\n    if b is None or not ok:\n        continue\n",
+])
+def test_host_values_and_places_outside_loops_are_not_sites(source):
+    assert screen("import torch\n" + source) == frozenset()
+
+
+def test_sync_sites_need_a_torch_import():
+    assert screen("for b in loader:\n    loss.item()\n") == frozenset()
+
+
+def test_code_ast_cannot_parse_is_not_screened():
+    assert sites("print 'python 2'\n") is None
+    assert may_report("TL101", None)
+
+
+def test_a_screened_out_file_never_imports_libcst(tmp_path):
+    clean = tmp_path / "prefetch.py"
+    clean.write_text(PREFETCH, encoding="utf-8")
+    probe = ("import sys; from tracelint.cli import main\n"
+             "try:\n    main(['check', sys.argv[1]])\nexcept SystemExit as e:\n    code = e.code\n"
+             "print(code, 'libcst' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe, str(clean)], capture_output=True, text=True, check=True)
+    assert out.stdout.split()[-2:] == ["0", "False"]

@@ -1,0 +1,394 @@
+"""A first look at a file with Python's own ``ast``: which kinds of sites the source rules report on does it hold?
+
+Importing libcst costs ~0.25 s, most of what a pre-commit run on one file takes, and parsing with it is several times
+slower than ``ast.parse``. ``sites(text)`` walks the ``ast`` once and returns the site kinds below; a rule declares
+in ``SourceRule.sites`` the kinds it can report on, and a file in which none of a rule's kinds occurs is not parsed
+with libcst for that rule (nor at all, when no rule remains).
+
+Each kind is a *necessary* condition of its rules, deliberately looser than the rules themselves: the screen may let
+a clean file through, it must never hold back one with findings. What it leaves to the rules: whether a loop is a
+per-step loop, periodic/rare guards, most of the host/tensor inference. What it keeps, so that ordinary clean code
+is screened out:
+- the sync kinds (TL1xx) count only in files that import torch, only inside a ``for``/``while`` loop, a
+  comprehension or a step hook (``training_step``, ...) of the same function (a nested def/lambda/class is not
+  in the loop), and only where a value could be a tensor by the rules' own inference (``kind`` in loops.py):
+  literals and containers, ``is``/``in`` comparisons, ``and``/``or``, attributes like ``.shape``, calls of
+  unshadowed builtins and host methods (``.item()``, ``.size()``, ...), and names only ever assigned such values
+  are host values; anything else may be a tensor;
+- DataLoader calls are calls whose name, after the file's imports and once-assigned aliases, ends in
+  ``DataLoader``; ``zero_grad`` only with a literal ``set_to_none=False``.
+
+``tests/source/test_screen.py`` checks the condition on every rule-test snippet, the catalog examples and the
+fixtures: a file the screen holds back has no findings.
+"""
+from __future__ import annotations
+
+import ast
+
+from tracelint.source.vocab import (
+    BUILTINS, DATA_DEPENDENT, HOST_ATTRS, HOST_METHODS, LOGGING, MASK_METHODS, STEP_HOOKS,
+)
+
+# Site kinds (the values of SourceRule.sites).
+ITEM = "item"                      # .item() in a loop                                   TL101
+HOST_COPY = "host-copy"            # .cpu() / .tolist() / .numpy(force=) / .to("cpu")   TL102
+SCALAR = "scalar"                  # float()/int()/bool()/max()/min() of a possible tensor, tensor truth tests  TL103
+FORMAT = "format"                  # print / f-string / % / .format / logging of a possible tensor             TL104
+SYNCHRONIZE = "synchronize"        # a call of something named synchronize                TL105
+DATA_DEPENDENT_CALL = "data-dependent"  # nonzero / unique / masked_select / where(...)   TL106
+MASK_INDEX = "mask-index"          # x[mask] with a mask-shaped index                     TL106
+DATALOADER = "dataloader"          # a DataLoader call                                    TL201, TL202
+PINNED_COPY = "pinned-copy"        # .to() / .cuda() in a loop of a file that builds a DataLoader    TL203
+ZERO_GRAD = "zero-grad"            # zero_grad(set_to_none=False)                         TL301
+
+_SYNC_KINDS = frozenset({ITEM, HOST_COPY, SCALAR, FORMAT, SYNCHRONIZE, DATA_DEPENDENT_CALL, MASK_INDEX})
+_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_HOST_VALUES = (ast.Constant, ast.JoinedStr, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
+                ast.SetComp)
+_MEMBERSHIP = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
+_BIT_OPS = (ast.BitAnd, ast.BitOr, ast.BitXor)
+_MAX_DEPTH = 12
+
+
+def sites(text: str) -> frozenset[str] | None:
+    """The site kinds in ``text``; None when ``ast`` cannot parse it (then every rule runs, and libcst reports)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    try:
+        return _Screen(tree).run()
+    except RecursionError:
+        return None
+
+
+def _dotted(expr: ast.expr) -> str | None:
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    parts.append(expr.id)
+    return ".".join(reversed(parts))
+
+
+def _is_str(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant) and isinstance(expr.value, str)
+
+
+class _Screen:
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.found: set[str] = set()
+        self.imports: dict[str, str] = {}       # bound name -> what it imports
+        self.aliases: dict[str, str] = {}       # name assigned exactly once to a dotted name -> that name
+        self.bound: set[str] = set()            # every name the file binds (shadows a builtin)
+        self.values: dict[ast.AST, dict[str, list[ast.expr]]] = {}  # scope -> name -> assigned values
+        self.torch = False
+        self.device_copy = False
+
+    # -- pass 1: imports, aliases, bindings ---------------------------------------------------------------------
+    def run(self) -> frozenset[str]:
+        assigned: dict[str, int] = {}
+        candidates: dict[str, str] = {}
+        self._collect(self.tree, self.tree, assigned, candidates)
+        self.aliases = {n: v for n, v in candidates.items() if assigned.get(n) == 1}
+        self._walk(self.tree, self.tree, False)
+        found = self.found
+        if self.device_copy and DATALOADER in found:
+            found.add(PINNED_COPY)
+        if not self.torch:
+            found -= _SYNC_KINDS
+        return frozenset(found)
+
+    def _collect(self, node: ast.AST, scope: ast.AST, assigned: dict[str, int], candidates: dict[str, str]) -> None:
+        work = [(node, scope)]
+        while work:
+            node, scope = work.pop()
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    self._torch_module(alias.name)
+                    bound = alias.asname or alias.name.split(".")[0]
+                    self.imports[bound] = alias.name if alias.asname else bound
+                    self.bound.add(bound)
+            elif isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                if node.level == 0:
+                    self._torch_module(module)
+                for alias in node.names:
+                    if alias.name != "*":
+                        bound = alias.asname or alias.name
+                        self.imports[bound] = f"{module}.{alias.name}"
+                        self.bound.add(bound)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    self._count(target, assigned)
+                    if isinstance(node, ast.Assign) and isinstance(target, ast.Name):
+                        dotted = _dotted(node.value)
+                        if dotted:
+                            candidates[target.id] = dotted
+                    if node.value is not None:
+                        self._bind(scope, target, node.value)
+            elif isinstance(node, ast.NamedExpr):
+                self._bind(scope, node.target, node.value)
+                self.bound.add(node.target.id)
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                self._count(node.target, assigned)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        self._count(item.optional_vars, assigned)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                assigned[node.name] = assigned.get(node.name, 0) + 1
+                self.bound.add(node.name)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.bound.add(node.name)
+            elif isinstance(node, ast.arg):
+                self.bound.add(node.arg)
+            elif isinstance(node, ast.comprehension):
+                for name in ast.walk(node.target):
+                    if isinstance(name, ast.Name):
+                        self.bound.add(name.id)
+            inner = node if isinstance(node, _SCOPES) else scope
+            work.extend((child, inner) for child in ast.iter_child_nodes(node))
+
+    def _torch_module(self, module: str) -> None:
+        if module == "torch" or module.startswith("torch."):
+            self.torch = True
+
+    def _count(self, target: ast.expr, assigned: dict[str, int]) -> None:
+        for name in ast.walk(target):
+            if isinstance(name, ast.Name):
+                assigned[name.id] = assigned.get(name.id, 0) + 1
+                self.bound.add(name.id)
+
+    def _bind(self, scope: ast.AST, target: ast.expr, value: ast.expr) -> None:
+        """Record ``value`` for the names ``target`` binds; ``a, b = x, y`` pairs them up, as loops.py does."""
+        if isinstance(target, ast.Starred):
+            target = target.value
+        if isinstance(target, ast.Name):
+            self.values.setdefault(scope, {}).setdefault(target.id, []).append(value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            pairs = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+            for i, element in enumerate(target.elts):
+                self._bind(scope, element, value.elts[i] if pairs else value)
+
+    # -- names ---------------------------------------------------------------------------------------------------
+    def _resolve(self, dotted: str) -> str:
+        """``dotted`` with its head replaced through imports and once-assigned aliases (a few hops at most)."""
+        for _ in range(8):
+            head, _, rest = dotted.partition(".")
+            if head in self.imports and self.imports[head] != head:
+                base = self.imports[head]
+            elif head in self.aliases and head not in self.imports:
+                base = self.aliases[head]
+            else:
+                return dotted
+            dotted = f"{base}.{rest}" if rest else base
+        return dotted
+
+    def _leaves(self, func: ast.expr) -> set[str]:
+        """The last name of a callee, as written (``f``, ``(a == b).nonzero``, ``stream().synchronize``) and as
+        resolved through imports and aliases."""
+        leaves = {func.attr} if isinstance(func, ast.Attribute) else {func.id} if isinstance(func, ast.Name) else set()
+        dotted = _dotted(func)
+        if dotted is not None:
+            leaves.add(self._resolve(dotted).rsplit(".", 1)[-1])
+        return leaves
+
+    def _builtin_call(self, func: ast.expr, *names: str) -> bool:
+        """A call of one of the builtins ``names`` (or of a name that may be one through an alias)."""
+        if not isinstance(func, ast.Name):
+            return False
+        return func.id in names or self._resolve(func.id) in names
+
+    # -- may this expression be a tensor? (a superset of loops.Facts.kind(expr) is TENSOR) ---------------------
+    def _may_tensor(self, expr: ast.expr | None, scope: ast.AST, depth: int = 0) -> bool:
+        if expr is None or depth > _MAX_DEPTH:
+            return depth > _MAX_DEPTH
+        if isinstance(expr, _HOST_VALUES):
+            return False
+        if isinstance(expr, ast.Name):
+            if expr.id in ("True", "False", "None"):
+                return False
+            values = self.values.get(scope, {}).get(expr.id, ())
+            return any(self._may_tensor(v, scope, depth + 1) for v in values)
+        if isinstance(expr, ast.Attribute):
+            return expr.attr not in HOST_ATTRS and self._may_tensor(expr.value, scope, depth + 1)
+        if isinstance(expr, (ast.Subscript, ast.Starred)):
+            return self._may_tensor(expr.value, scope, depth + 1)
+        if isinstance(expr, ast.Call):
+            return self._call_may_tensor(expr)
+        if isinstance(expr, ast.BinOp):
+            return self._may_tensor(expr.left, scope, depth + 1) or self._may_tensor(expr.right, scope, depth + 1)
+        if isinstance(expr, ast.UnaryOp):
+            return self._may_tensor(expr.operand, scope, depth + 1)
+        if isinstance(expr, ast.Compare):
+            if any(isinstance(op, _MEMBERSHIP) for op in expr.ops):
+                return False
+            return any(self._may_tensor(e, scope, depth + 1) for e in (expr.left, *expr.comparators))
+        if isinstance(expr, ast.IfExp):
+            return self._may_tensor(expr.body, scope, depth + 1) and self._may_tensor(expr.orelse, scope, depth + 1)
+        return False  # and/or, lambdas, generators, await, ...: never a tensor to the rules
+
+    def _call_may_tensor(self, call: ast.Call) -> bool:
+        func = call.func
+        if isinstance(func, ast.Name):
+            return not (func.id in BUILTINS and func.id not in self.bound)
+        if isinstance(func, ast.Attribute):
+            root = func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            plain = isinstance(root, ast.Name) and root.id not in self.imports and root.id not in self.aliases \
+                and root.id not in BUILTINS
+            return not (func.attr in HOST_METHODS and (plain or not isinstance(root, ast.Name)))
+        return False
+
+    def _first_tensor(self, values, scope: ast.AST) -> bool:
+        for value in values:
+            if isinstance(value, ast.Tuple):
+                if self._first_tensor(value.elts, scope):
+                    return True
+            elif self._may_tensor(value, scope):
+                return True
+        return False
+
+    def _tensor_truth(self, test: ast.expr, scope: ast.AST) -> bool:
+        if isinstance(test, ast.BoolOp):
+            return any(self._tensor_truth(v, scope) for v in test.values)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self._tensor_truth(test.operand, scope)
+        return self._may_tensor(test, scope)
+
+    def _mask_like(self, index: ast.expr, scope: ast.AST, depth: int) -> bool:
+        if isinstance(index, ast.Compare):
+            return not any(isinstance(op, _MEMBERSHIP) for op in index.ops)
+        if isinstance(index, ast.UnaryOp):
+            return isinstance(index.op, ast.Invert)
+        if isinstance(index, ast.BinOp):
+            return isinstance(index.op, _BIT_OPS)
+        if isinstance(index, ast.Call):
+            return isinstance(index.func, ast.Attribute) and index.func.attr in MASK_METHODS
+        if isinstance(index, ast.Name) and depth == 0:
+            values = self.values.get(scope, {}).get(index.id, ())
+            return any(self._mask_like(v, scope, 1) for v in values)
+        return False
+
+    # -- pass 2: sites ---------------------------------------------------------------------------------------------
+    def _walk(self, root: ast.AST, scope: ast.AST, hot: bool) -> None:
+        work: list[tuple[ast.AST, ast.AST, bool]] = [(root, scope, hot)]
+        while work:
+            node, scope, hot = work.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                scope, hot = node, node.name in STEP_HOOKS
+            elif isinstance(node, (ast.Lambda, ast.ClassDef)):
+                scope = node if isinstance(node, ast.Lambda) else scope
+                hot = False
+            elif isinstance(node, _LOOPS):
+                hot = True
+            if isinstance(node, ast.Call):
+                self._call(node, scope, hot)
+            elif hot:
+                self._other(node, scope)
+            work.extend((child, scope, hot) for child in ast.iter_child_nodes(node))
+
+    def _other(self, node: ast.AST, scope: ast.AST) -> None:
+        found = self.found
+        if isinstance(node, (ast.If, ast.While, ast.Assert)) and SCALAR not in found:
+            if self._tensor_truth(node.test, scope):
+                found.add(SCALAR)
+        elif isinstance(node, ast.JoinedStr) and FORMAT not in found:
+            if any(self._may_tensor(v.value, scope) for v in node.values if isinstance(v, ast.FormattedValue)):
+                found.add(FORMAT)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and _is_str(node.left):
+            if FORMAT not in found and self._first_tensor([node.right], scope):
+                found.add(FORMAT)
+        elif isinstance(node, ast.Subscript) and MASK_INDEX not in found:
+            if not isinstance(node.slice, (ast.Tuple, ast.Slice)) and self._mask_like(node.slice, scope, 0):
+                found.add(MASK_INDEX)
+
+    def _call(self, node: ast.Call, scope: ast.AST, hot: bool) -> None:
+        found = self.found
+        func = node.func
+        method = func.attr if isinstance(func, ast.Attribute) else None
+        leaves = self._leaves(func)
+        positional = [a for a in node.args if not isinstance(a, ast.Starred)]
+        if "DataLoader" in leaves:
+            found.add(DATALOADER)
+        if method == "zero_grad":
+            arg = next((k.value for k in node.keywords if k.arg == "set_to_none"), None)
+            if arg is None and positional:
+                arg = positional[0]
+            if isinstance(arg, ast.Constant) and arg.value is False:
+                found.add(ZERO_GRAD)
+        if method in ("to", "cuda"):
+            self.device_copy = True  # anywhere: TL203 follows batch names into defs nested in the loop
+        if not hot:
+            return
+        if "synchronize" in leaves:
+            found.add(SYNCHRONIZE)
+        if leaves & DATA_DEPENDENT or "where" in leaves:
+            found.add(DATA_DEPENDENT_CALL)
+        if method == "item" and not node.args and not node.keywords:
+            found.add(ITEM)
+        elif method in ("cpu", "tolist") and not node.args and not node.keywords:
+            found.add(HOST_COPY)
+        elif method == "numpy" and any(k.arg == "force" and not (isinstance(k.value, ast.Constant)
+                                                                   and k.value.value is False) for k in node.keywords):
+            found.add(HOST_COPY)
+        elif method == "to" and any(self._cpu(a) for a in (*positional, *(k.value for k in node.keywords
+                                                                             if k.arg == "device"))):
+            found.add(HOST_COPY)
+        if SCALAR not in found:
+            if self._builtin_call(func, "float", "int", "bool"):
+                if len(node.args) == len(positional) == 1 and not node.keywords and \
+                        self._may_tensor(positional[0], scope):
+                    found.add(SCALAR)
+            elif self._builtin_call(func, "max", "min"):
+                if len(positional) >= 2 and any(self._may_tensor(v, scope) for v in positional):
+                    found.add(SCALAR)
+        if FORMAT not in found:
+            if self._builtin_call(func, "print", "str", "repr"):
+                values = positional
+            elif method == "format" and _is_str(func.value) or \
+                    method in ("set_postfix", "set_postfix_str", "set_description"):
+                values = [*positional, *(k.value for k in node.keywords if k.arg is not None)]
+            elif method in LOGGING and (node.args or node.keywords):  # all but the first argument (the format)
+                values = [*(a for a in node.args[1:] if not isinstance(a, ast.Starred)),
+                          *(k.value for k in node.keywords if k.arg is not None)]
+            else:
+                values = []
+            if values and self._first_tensor(values, scope):
+                found.add(FORMAT)
+
+    def _cpu(self, expr: ast.expr) -> bool:
+        if _is_str(expr):
+            return expr.value == "cpu"
+        if isinstance(expr, ast.Call) and expr.args:
+            return self._cpu(expr.args[0])
+        return False
+
+
+# The site kinds each source rule reports on. Every source rule must be listed (a test checks it): a rule the
+# screen does not know would be skipped in files without any known site.
+RULE_SITES: dict[str, frozenset[str]] = {
+    "TL101": frozenset({ITEM}),
+    "TL102": frozenset({HOST_COPY}),
+    "TL103": frozenset({SCALAR}),
+    "TL104": frozenset({FORMAT}),
+    "TL105": frozenset({SYNCHRONIZE}),
+    "TL106": frozenset({DATA_DEPENDENT_CALL, MASK_INDEX}),
+    "TL201": frozenset({DATALOADER}),
+    "TL202": frozenset({DATALOADER}),
+    "TL203": frozenset({PINNED_COPY}),
+    "TL301": frozenset({ZERO_GRAD}),
+}
+
+
+def may_report(code: str, found: frozenset[str] | None) -> bool:
+    """Whether rule ``code`` could report in a file with the site kinds ``found`` (None: not screened)."""
+    kinds = RULE_SITES.get(code)
+    return found is None or kinds is None or not kinds.isdisjoint(found)

@@ -1,0 +1,25 @@
+"""Word lists the source rules and the libcst-free screen (screen.py) both judge by: one copy of each.
+
+Kept free of libcst so that the screen can use them without importing it.
+"""
+from __future__ import annotations
+
+import builtins
+
+BUILTINS = frozenset(dir(builtins))
+SYNCHRONIZE = frozenset({
+    "torch.cuda.synchronize", "torch.mps.synchronize", "torch.xpu.synchronize", "torch.accelerator.synchronize",
+})
+MASK_METHODS = frozenset({
+    "bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "isneginf", "isposinf",
+    "logical_and", "logical_or", "logical_not", "logical_xor",
+})
+DATA_DEPENDENT = frozenset({"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive"})
+LOGGING = frozenset({"debug", "info", "warning", "warn", "error", "critical", "log", "exception"})
+STEP_HOOKS = frozenset({"training_step", "validation_step", "test_step", "predict_step", "train_step", "eval_step"})
+HOST_METHODS = frozenset({
+    "item", "tolist", "numpy", "cpu", "size", "dim", "ndimension", "numel", "nelement", "element_size",
+    "data_ptr", "stride", "get_device", "is_contiguous", "keys", "items", "values", "format", "join", "split",
+    "startswith", "endswith", "append", "get", "copy", "dumps", "is_floating_point", "is_complex", "storage_offset",
+})
+HOST_ATTRS = frozenset({"shape", "ndim", "device", "dtype", "is_cuda", "requires_grad", "layout", "is_leaf", "names"})
