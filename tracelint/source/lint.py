@@ -59,11 +59,9 @@ def _syntax_error(text: str, exc) -> _ParseError:
 
 
 def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[type[SourceRule]],
-           config: Config, found: frozenset[str] | None | bool = False) -> list[Finding]:
-    """The findings of ``rules`` on ``doc`` as the user sees them (config applied, suppressed ones dropped).
-    ``found``: the screen's site kinds of ``doc`` when already known."""
-    if found is False:
-        found = sites(doc.text)
+           config: Config, found: frozenset[str] | None) -> list[Finding]:
+    """The findings of ``rules`` on ``doc`` as the user sees them (config applied, suppressed ones dropped);
+    ``found`` is ``screen.sites(doc.text)``."""
     active = [cls for cls in rules if cls.wanted(doc.text) and may_report(cls.code, found)]
     if not active:
         return []
@@ -107,11 +105,13 @@ def lint_file(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: bo
         return [FileChecked(display)]
     # Nor can a file without a site any enabled rule reports on (screen.py): then neither libcst nor the rules
     # are imported, which is most of a one-file run.
+    def wanted(code: str) -> bool:
+        return config.enabled(code) and not config.ignored_for(display, code)
+
     found = sites(doc.text)
-    if found is not None and not any(may_report(code, found) for code in RULE_SITES
-                                     if config.enabled(code) and not config.ignored_for(display, code)):
+    if found is not None and not any(may_report(code, found) for code in RULE_SITES if wanted(code)):
         return [FileChecked(display)]
-    rules = [cls for cls in source_rules() if config.enabled(cls.code) and not config.ignored_for(display, cls.code)]
+    rules = [cls for cls in source_rules() if wanted(cls.code)]
     try:
         findings = _check(doc, display, rules, config, found)
         fixed = 0
@@ -140,7 +140,7 @@ def _fix(doc, display, rules, config, findings, unsafe):
         try:
             candidate = doc.with_edits([e for f in fixes for e in f.edits])
             _parse(candidate.text)  # checked even when no rule runs on the result
-            candidate_findings = _check(candidate, display, rules, config)
+            candidate_findings = _check(candidate, display, rules, config, sites(candidate.text))
         except (_ParseError, ValueError) as exc:
             reason = getattr(exc, "message", str(exc))
             error = InputError(display, f"fixes not applied: the result would not parse ({reason})")
