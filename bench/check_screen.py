@@ -14,6 +14,7 @@ from tracelint.source.context import FileContext
 from tracelint.source.lint import source_rules
 from tracelint.source.rule import run_rules
 from tracelint.source.screen import may_report, sites
+
 rules = source_rules()
 files = [p for root in sys.argv[1:] for p in Path(root).rglob("*.py")]
 n = torch_files = screened_out = with_findings = bad = 0

@@ -5,7 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from tracelint.engine import Config, ConfigError, Finding, InputError, RunResult, Severity, SourceLocation, TraceLocation
+from tracelint.engine import (
+    ConfigError,
+    Finding,
+    InputError,
+    RunResult,
+    Severity,
+    SourceLocation,
+    TraceLocation,
+)
 from tracelint.engine.catalog import CatalogError, parse_rule_file
 from tracelint.engine.config import find_config, load_config_file
 from tracelint.engine.suppress import is_suppressed

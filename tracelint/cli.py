@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from tracelint.engine import Config, ConfigError, InputError, RunResult, Severity, catalog, find_config, load_config_file
+from tracelint.engine import (
+    Config,
+    ConfigError,
+    Severity,
+    catalog,
+    find_config,
+    load_config_file,
+)
 from tracelint.engine.result import EXIT_ERROR
 from tracelint.render import formats
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 import pytest
 
 from tracelint.engine import (
-    Edit, Finding, Fix, InputError, RunResult, Severity, SourceLocation, TraceLocation, TraceSummary,
+    Edit,
+    Finding,
+    Fix,
+    InputError,
+    RunResult,
+    Severity,
+    SourceLocation,
+    TraceLocation,
+    TraceSummary,
 )
 
 EVIDENCE = "GPU idle 81% of the step; 74% of that idle time the main thread waits in DataLoader.__next__"

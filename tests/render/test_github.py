@@ -7,7 +7,7 @@ from tracelint.engine import Finding, InputError, RunResult, Severity, SourceLoc
 from tracelint.render import render
 from tracelint.render.github import escape_data, escape_property
 
-from .conftest import notebook_finding, source_finding, trace_finding, summary
+from .conftest import notebook_finding, source_finding, summary, trace_finding
 
 COMMAND = re.compile(r"^::(error|warning|notice)(?: ([^:]*))?::(.*)$")
 

@@ -77,7 +77,7 @@ def test_multi_rank_blocks_and_summary():
     findings = [trace_finding(rank=1), trace_finding(rank=2, step=3)]
     lines = render_text(RunResult(findings=findings, traces=traces), color=False).splitlines()
     assert lines[0] == "mixed verdicts across 3 ranks: input-bound on rank 0, rank 1; gpu-bound on rank 2"
-    headers = [line for line in lines if line.startswith("trace.json.gz (rank ") and line.endswith(("-bound"))]
+    headers = [line for line in lines if line.startswith("trace.json.gz (rank ") and line.endswith("-bound")]
     assert headers == ["trace.json.gz (rank 0): input-bound", "trace.json.gz (rank 1): input-bound",
                        "trace.json.gz (rank 2): gpu-bound"]
     # each rank's finding sits in its own block

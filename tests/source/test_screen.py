@@ -15,7 +15,18 @@ from tracelint.source.context import FileContext
 from tracelint.source.lint import source_rules
 from tracelint.source.rule import run_rules
 from tracelint.source.screen import (
-    DATA_DEPENDENT_CALL, DATALOADER, FORMAT, ITEM, MASK_INDEX, PINNED_COPY, RULE_SITES, SCALAR, SYNCHRONIZE, ZERO_GRAD, may_report, sites,
+    DATA_DEPENDENT_CALL,
+    DATALOADER,
+    FORMAT,
+    ITEM,
+    MASK_INDEX,
+    PINNED_COPY,
+    RULE_SITES,
+    SCALAR,
+    SYNCHRONIZE,
+    ZERO_GRAD,
+    may_report,
+    sites,
 )
 
 REPO = Path(__file__).resolve().parents[2]

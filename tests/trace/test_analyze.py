@@ -7,11 +7,10 @@ import shutil
 
 import pytest
 
+from tests.trace.synth import Synth
 from tracelint.engine import Config, InputError, TraceSummary
 from tracelint.trace import Report, analyze_paths, analyze_trace
 from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, INPUT_BOUND, UNKNOWN
-
-from tests.trace.synth import Synth
 
 VERDICTS = {INPUT_BOUND, CPU_BOUND, GPU_BOUND, UNKNOWN}
 

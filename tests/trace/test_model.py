@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.trace.synth import Synth
 from tracelint.trace import analyze_trace
 from tracelint.trace.analyze import report_from_model
 from tracelint.trace.model import build_model, is_library_file
 from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, INPUT_BOUND, UNKNOWN
-
-from tests.trace.synth import Synth
 
 
 def _report(s: Synth):

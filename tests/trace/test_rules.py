@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from tracelint.trace.analyze import report_from_model
 from tracelint.trace.model import build_model
 
 
-@lru_cache(maxsize=None)
+@cache
 def _fixture(name: str):
     path = FIXTURE_TRACES / f"{name}.pt.trace.json.gz"
     if not path.exists():
@@ -140,7 +140,7 @@ def test_truncated_trace(fixture_traces, tmp_path):
 # --- public corpus -------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def _public(root: Path, name: str):
     return analyze_trace(root / name)
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,7 @@ class FakeLoss:
     def numel(self) -> int:
         return 1
 
-    def detach(self) -> "FakeLoss":
+    def detach(self) -> FakeLoss:
         return self
 
 

@@ -1,8 +1,6 @@
 """Catalog example pairs as micro-benchmarks: the ```python verify marker, and one pair run on the CPU."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 import tracelint.verify as verify

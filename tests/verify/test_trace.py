@@ -13,7 +13,7 @@ from tests.verify.test_report import synthetic
 from tracelint.verify.cli import verify_cmd
 from tracelint.verify.harness import TRACE_ACTIVE, TRACE_WARMUP, Clock, StopRun
 from tracelint.verify.report import render_json, render_text
-from tracelint.verify.run import TRACE_FILE, RunOutcome, RunSettings, _outcome, run_once
+from tracelint.verify.run import TRACE_FILE, RunSettings, _outcome, run_once
 from tracelint.verify.tracing import TraceResult, analyze
 
 PROFILED = TRACE_WARMUP + TRACE_ACTIVE

@@ -20,10 +20,11 @@ traces take the one found from the working directory. Keys::
 from __future__ import annotations
 
 import fnmatch
-import tomllib
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
+
+import tomllib
 
 from tracelint.engine.finding import Finding, Severity
 
@@ -79,7 +80,7 @@ class Config:
     def threshold(self, key: str, default: float | None = None) -> float | None:
         return dict(self.trace_thresholds).get(key, default)
 
-    def override(self, **changes) -> "Config":
+    def override(self, **changes) -> Config:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 

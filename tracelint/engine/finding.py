@@ -13,7 +13,7 @@ class Severity(IntEnum):
     ERROR = 2
 
     @classmethod
-    def parse(cls, text: str) -> "Severity":
+    def parse(cls, text: str) -> Severity:
         try:
             return cls[text.strip().upper()]
         except KeyError:
@@ -112,7 +112,7 @@ class Finding:
             text = f"{self.code}\0{self.path}\0{self.message}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def with_severity(self, severity: Severity) -> "Finding":
+    def with_severity(self, severity: Severity) -> Finding:
         return replace(self, severity=severity)
 
     def sort_key(self) -> tuple:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from functools import lru_cache
+from functools import cache
 from typing import ClassVar
 
 from tracelint.engine.catalog import RuleDoc, catalog
@@ -18,7 +18,7 @@ class Rule:
         return catalog()[cls.code]
 
 
-@lru_cache(maxsize=None)
+@cache
 def discover(package: str, base: type) -> tuple[type, ...]:
     """Every concrete subclass of ``base`` with a ``code`` defined in the modules of ``package``, by code."""
     pkg = importlib.import_module(package)

@@ -28,7 +28,14 @@ from tracelint.engine.catalog import RuleDoc, catalog
 from tracelint.engine.finding import Finding, Severity, TraceLocation
 from tracelint.engine.result import InputError, RunResult
 from tracelint.render._common import (
-    Anchor, anchor, anchored_message, dumps, report_path, trace_fields, trace_summary_dict, unique_fingerprints,
+    Anchor,
+    anchor,
+    anchored_message,
+    dumps,
+    report_path,
+    trace_fields,
+    trace_summary_dict,
+    unique_fingerprints,
 )
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

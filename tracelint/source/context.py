@@ -39,7 +39,6 @@ from tracelint.engine import SourceLocation
 from tracelint.source.vocab import BUILTINS as _BUILTINS
 
 
-
 def dotted_name(expr: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None."""
     parts: list[str] = []

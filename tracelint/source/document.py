@@ -36,7 +36,7 @@ class PythonDocument:
 
     cell_lines = None  # a plain file has no cells
 
-    def with_edits(self, edits: list[Edit]) -> "PythonDocument":
+    def with_edits(self, edits: list[Edit]) -> PythonDocument:
         return replace(self, text=apply_edits(self.text, edits))
 
     def to_bytes(self) -> bytes:
@@ -111,7 +111,7 @@ class NotebookDocument:
     text: str
     cell_lines: tuple[tuple[int, int], ...]  # line i+1 of text -> (cell number, line in cell)
 
-    def with_edits(self, edits: list[Edit]) -> "NotebookDocument":
+    def with_edits(self, edits: list[Edit]) -> NotebookDocument:
         per_cell: dict[int, list[Edit]] = {}
         for e in edits:
             cell, line = self.cell_lines[e.line - 1]

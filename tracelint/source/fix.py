@@ -9,7 +9,6 @@ from pathlib import Path
 
 from tracelint.engine import Edit, Finding, Fix
 
-
 _NEWLINE = re.compile(r"\r\n|\r|\n")  # Python's line breaks; str.splitlines also splits at \f, \x1c, \u2028...
 
 

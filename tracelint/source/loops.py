@@ -692,7 +692,7 @@ def is_to_cpu(call: cst.Call, tree: Tree) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "to" and _to_cpu(call, tree)
 
 
-_FACTS: "WeakKeyDictionary[object, Facts]" = WeakKeyDictionary()
+_FACTS: WeakKeyDictionary[object, Facts] = WeakKeyDictionary()
 
 
 def facts(tree: Tree) -> Facts:

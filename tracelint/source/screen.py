@@ -26,7 +26,13 @@ from __future__ import annotations
 import ast
 
 from tracelint.source.vocab import (
-    BUILTINS, DATA_DEPENDENT, HOST_ATTRS, HOST_METHODS, LOGGING, MASK_METHODS, STEP_HOOKS,
+    BUILTINS,
+    DATA_DEPENDENT,
+    HOST_ATTRS,
+    HOST_METHODS,
+    LOGGING,
+    MASK_METHODS,
+    STEP_HOOKS,
 )
 
 # Site kinds (the values of SourceRule.sites).

@@ -13,5 +13,5 @@ if TYPE_CHECKING:
 class TraceRule(Rule):
     """Reads one device's analysis of a trace (model + metrics + gaps + steps) and yields findings."""
 
-    def check(self, analysis: "TraceAnalysis", config: Config) -> Iterable[Finding]:
+    def check(self, analysis: TraceAnalysis, config: Config) -> Iterable[Finding]:
         raise NotImplementedError

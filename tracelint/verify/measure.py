@@ -14,8 +14,8 @@ from pathlib import Path
 
 from tracelint.engine import Finding, InputError
 from tracelint.verify.run import RunOutcome, RunSettings, run_once
-from tracelint.verify.tracing import TraceResult, analyze
 from tracelint.verify.stats import FAILED, Baseline, Timing, Verdict, baseline_of, judge
+from tracelint.verify.tracing import TraceResult, analyze
 from tracelint.verify.variants import Variant
 
 Progress = Callable[[str], None]

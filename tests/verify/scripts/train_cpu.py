@@ -10,9 +10,8 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
-
 from helper_module import make_model  # a sibling import: the patched copy must still find it
+from torch.utils.data import DataLoader, TensorDataset
 
 MODE = os.environ.get("VERIFY_TEST_MODE", "")
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 10**9

@@ -1,8 +1,8 @@
 """Optimizer and memory: zero-filled gradients every step (TL301's twin) and device memory left unused (TL302)."""
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import replace
 

@@ -13,17 +13,15 @@ Sites are aggregated per source line (with_stack traces) or per op name, and rep
 """
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tracelint.engine import Config, Finding, SourceLocation
 from tracelint.trace.metrics import TraceAnalysis
 from tracelint.trace.model import MEMCPY, SYNC_CALLS, GpuEvent, Op, RuntimeCall
 from tracelint.trace.rule import TraceRule
-import re
-from dataclasses import replace
-
 from tracelint.trace.rules._common import finding, ms, refine_source, threshold
 
 _NONZERO = ("aten::nonzero", "aten::masked_select", "aten::nonzero_static")
