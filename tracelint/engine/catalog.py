@@ -10,11 +10,16 @@ A rule file starts with a front-matter block of ``key: value`` lines between ``-
     implemented-by: source, trace
     fix: none | safe | unsafe
     thresholds: key=value, key=value      (optional; defaults of the trace rule)
+    sites: item, host-copy                (optional, source rules; see below)
     ---
 
 followed by the sections ``## What it does``, ``## Why is this bad?``, ``## Example``, ``## Use instead`` and
 ``## Measured effect``. Fenced ``python`` blocks under *Example* must trigger the rule; those under *Use instead*
-must not. The test suite runs them.
+must not. The test suite runs them. A block whose opening fence says ```` ```python trace ```` is a trace scenario
+(built with ``tracelint.testing``) for the trace half; the other ``python`` blocks are source code.
+
+``sites`` names the kinds of site (``tracelint.source.screen``) a source rule can report on: a file in which none
+of them occurs is not parsed for the rule. A source rule without ``sites`` runs on every file that mentions torch.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from pathlib import Path
 from tracelint.engine.finding import Severity
 
 REQUIRED_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Measured effect")
+TRACE_MARKER = "trace"
 _FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```", re.M | re.S)
 
 
@@ -45,6 +51,8 @@ class RuleDoc:
     text: str
     sections: dict[str, str] = field(hash=False, compare=False)
     thresholds: dict[str, float] = field(hash=False, compare=False)
+    sites: frozenset[str] | None = None  # None: the rule is never screened out
+
 
     def examples(self, section: str, marker: str | None = None) -> list[str]:
         """The fenced python blocks of one section ("Example" = bad, "Use instead" = good); with ``marker``, only
@@ -53,13 +61,30 @@ class RuleDoc:
         return [code for lang, info, code in _FENCE.findall(body)
                 if lang in ("python", "py") and (marker is None or marker in info.split())]
 
+    def _source_examples(self, section: str) -> list[str]:
+        body = self.sections.get(section, "")
+        return [code for lang, info, code in _FENCE.findall(body)
+                if lang in ("python", "py") and TRACE_MARKER not in info.split()]
+
     @property
     def bad_examples(self) -> list[str]:
-        return self.examples("Example")
+        """The source code under *Example* (trace scenarios excluded)."""
+        return self._source_examples("Example")
 
     @property
     def good_examples(self) -> list[str]:
-        return self.examples("Use instead")
+        """The source code under *Use instead* (trace scenarios excluded)."""
+        return self._source_examples("Use instead")
+
+    @property
+    def bad_traces(self) -> list[str]:
+        """The ```` ```python trace ```` scenarios under *Example*: each must make the trace rule fire."""
+        return self.examples("Example", TRACE_MARKER)
+
+    @property
+    def good_traces(self) -> list[str]:
+        """The ```` ```python trace ```` scenarios under *Use instead*: the trace rule must stay silent on each."""
+        return self.examples("Use instead", TRACE_MARKER)
 
     @property
     def summary(self) -> str:
@@ -100,6 +125,7 @@ def parse_rule_file(path: Path) -> RuleDoc:
     for item in filter(None, (p.strip() for p in meta.get("thresholds", "").split(","))):
         key, _, value = item.partition("=")
         thresholds[key.strip()] = float(value)
+    sites = frozenset(p.strip() for p in meta["sites"].split(",") if p.strip()) if "sites" in meta else None
     return RuleDoc(
         code=meta["code"],
         name=meta["name"],
@@ -111,6 +137,7 @@ def parse_rule_file(path: Path) -> RuleDoc:
         text=text,
         sections=sections,
         thresholds=thresholds,
+        sites=sites,
     )
 
 
