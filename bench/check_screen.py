@@ -2,7 +2,8 @@
 """Soundness of the source screen on a real corpus: python bench/check_screen.py DIR...
 
 For every *.py under DIR that mentions torch, runs every source rule directly (no screen) and checks that the
-screen (tracelint/source/screen.py) lets each reporting rule through. Prints each file it would wrongly hold back
+screen (tracelint/source/screen.py, with the ``sites`` of each rule's catalog doc) lets each reporting rule
+through. Prints each file it would wrongly hold back
 ("UNSOUND") and a summary: files, files with findings, files screened out entirely. Exit 1 when any is unsound.
 """
 import sys

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 BAD = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=4)\n"
-CLEAN = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=4, pin_memory=True)\n"
+CLEAN = ("import torch\nfrom torch.utils.data import DataLoader\n"
+         "loader = DataLoader(ds, num_workers=4, pin_memory=True)\n")
 
 
 def tracelint(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -91,9 +91,9 @@ def test_without_fix_nothing_is_written(tmp_path):
 
 
 def test_fix_that_would_not_parse_is_not_written(tmp_path, monkeypatch):
-    from tracelint.source.rules import dataloader
+    from tracelint.source.rules import input as input_rules
 
-    monkeypatch.setattr(dataloader.DataLoaderWithoutPinnedMemory, "replace",
+    monkeypatch.setattr(input_rules.DataLoaderWithoutPinnedMemory, "replace",
                         lambda self, node, new: self.edit(node, "DataLoader(ds,,"))
     path = tmp_path / "train.py"
     path.write_text(SCRIPT)
@@ -116,7 +116,8 @@ def test_fix_latin1_file(tmp_path):
     path = tmp_path / "train.py"
     path.write_bytes("# -*- coding: latin-1 -*-\n# caf\xe9\nimport torch\nopt.zero_grad(False)\n".encode("latin-1"))
     run(path, fix=True)
-    assert path.read_bytes() == "# -*- coding: latin-1 -*-\n# caf\xe9\nimport torch\nopt.zero_grad()\n".encode("latin-1")
+    fixed = "# -*- coding: latin-1 -*-\n# caf\xe9\nimport torch\nopt.zero_grad()\n"
+    assert path.read_bytes() == fixed.encode("latin-1")
 
 
 def test_fix_notebook_cells_keep_json_layout(tmp_path):

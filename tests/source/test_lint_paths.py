@@ -185,12 +185,12 @@ def test_many_files_use_workers_and_keep_order(tmp_path):
 
 
 def test_rule_crash_is_an_input_error_not_a_traceback(tmp_path, monkeypatch):
-    from tracelint.source.rules import dataloader
+    from tracelint.source.rules import input as input_rules
 
     def boom(self, node):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(dataloader.DataLoaderWithoutWorkers, "visit_Call", boom)
+    monkeypatch.setattr(input_rules.DataLoaderWithoutWorkers, "visit_Call", boom)
     (tmp_path / "a.py").write_text(BAD)
     items = run([tmp_path / "a.py"])
     assert any(isinstance(i, InputError) and "boom" in i.message for i in items)

@@ -2,6 +2,7 @@
 ordinary clean code (else one-file runs pay for libcst for nothing)."""
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import textwrap
@@ -10,10 +11,12 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
+from tracelint.engine import Config, Finding
 from tracelint.engine.catalog import catalog
+from tracelint.source import lint
 from tracelint.source.context import FileContext
 from tracelint.source.lint import source_rules
-from tracelint.source.rule import run_rules
+from tracelint.source.rule import SourceRule, run_rules
 from tracelint.source.screen import (
     DATA_DEPENDENT_CALL,
     DATALOADER,
@@ -21,8 +24,8 @@ from tracelint.source.screen import (
     ITEM,
     MASK_INDEX,
     PINNED_COPY,
-    RULE_SITES,
     SCALAR,
+    SITE_KINDS,
     SYNCHRONIZE,
     ZERO_GRAD,
     may_report,
@@ -30,6 +33,8 @@ from tracelint.source.screen import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
+# the module (tracelint.engine's attribute of that name is the catalog() function)
+catalog_module = importlib.import_module("tracelint.engine.catalog")
 
 
 def unscreened_codes(source: str) -> set[str]:
@@ -44,8 +49,68 @@ def assert_sound(source: str) -> None:
     assert not held_back, f"the screen ({sorted(found or ())}) holds back {sorted(held_back)} on:\n{source}"
 
 
-def test_every_source_rule_names_its_sites():
-    assert {cls.code for cls in source_rules()} == set(RULE_SITES)
+@pytest.mark.parametrize("doc", [d for d in catalog().values() if d.sites is not None], ids=lambda d: d.code)
+def test_rule_docs_name_known_site_kinds(doc):
+    assert "source" in doc.implemented_by, "only a source rule is screened"
+    assert doc.sites and doc.sites <= SITE_KINDS, f"unknown site kinds {sorted(doc.sites - SITE_KINDS)}: " \
+        f"the kinds are screen.SITE_KINDS {sorted(SITE_KINDS)}"
+
+
+class ScratchCompile(SourceRule):
+    """A rule the screen knows nothing about (its sites are whatever its doc says)."""
+
+    code = "TL999"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualified_name(node.func) == "torch.compile":
+            self.report(node, "torch.compile")
+
+
+SCRATCH_DOC = """---
+code: TL999
+name: scratch-compile
+family: launch overhead
+severity: warning
+implemented-by: source
+fix: none{sites}
+---
+
+## What it does
+## Why is this bad?
+## Example
+## Use instead
+## Measured effect
+"""
+
+
+def lint_with_scratch_rule(tmp_path, monkeypatch, sites_line: str) -> list[str]:
+    """The codes found on a file where the screen finds no site, with TL999 in the catalog and the rules."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    for doc in catalog().values():
+        (rules / doc.path.name).write_text(doc.text, encoding="utf-8")
+    (rules / "TL999-scratch-compile.md").write_text(SCRATCH_DOC.format(sites=sites_line), encoding="utf-8")
+    code = tmp_path / "train.py"
+    code.write_text("import torch\nmodel = torch.compile(model)\n", encoding="utf-8")
+    assert sites(code.read_text()) == frozenset()
+    discovered = source_rules()
+    with monkeypatch.context() as patch:
+        patch.setattr(catalog_module, "catalog_dir", lambda: rules)
+        patch.setattr(lint, "source_rules", lambda: (*discovered, ScratchCompile))
+        catalog.cache_clear()
+        try:
+            items = lint.lint_file(code, Config())
+        finally:
+            catalog.cache_clear()
+    return [item.code for item in items if isinstance(item, Finding)]
+
+
+def test_a_rule_whose_doc_has_no_sites_runs_where_the_screen_finds_nothing(tmp_path, monkeypatch):
+    assert lint_with_scratch_rule(tmp_path, monkeypatch, "") == ["TL999"]
+
+
+def test_a_rule_is_screened_out_by_the_sites_its_doc_names(tmp_path, monkeypatch):
+    assert lint_with_scratch_rule(tmp_path, monkeypatch, "\nsites: zero-grad") == []
 
 
 FILES = sorted((REPO / "fixtures").rglob("*.py"))

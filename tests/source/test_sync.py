@@ -1,4 +1,4 @@
-"""TL101-TL106 on snippets: what DESIGN's judgment rules say must be flagged, and what must not."""
+"""TL101-TL106 on snippets: what the judgment rules in rules/TL1xx say must be flagged, and what must not."""
 from __future__ import annotations
 
 import textwrap

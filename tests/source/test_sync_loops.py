@@ -1,4 +1,5 @@
-"""loops.py on its own: per-step loops, guards and the local tensor-ness guess, asked of parsed snippets."""
+"""loops.py and values.py on their own: per-step loops, guards and the local tensor-ness guess, asked of parsed
+snippets."""
 from __future__ import annotations
 
 import textwrap
@@ -7,8 +8,9 @@ import libcst as cst
 import pytest
 
 from tracelint.source.context import FileContext
-from tracelint.source.loops import Kind, facts, guard_polarity, words
+from tracelint.source.loops import facts, guard_polarity
 from tracelint.source.rule import run_rules
+from tracelint.source.values import Kind, words
 
 
 def parsed(source: str) -> FileContext:

@@ -34,7 +34,8 @@ def iter_source_files(paths: Iterable[Path | str], config_for: Callable[[Path], 
         path = Path(raw)
         if path.is_file():
             if path.suffix not in SOURCE_SUFFIXES:
-                yield InputError(str(path), f"not a Python source file or notebook (expected {', '.join(SOURCE_SUFFIXES)})")
+                expected = ", ".join(SOURCE_SUFFIXES)
+                yield InputError(str(path), f"not a Python source file or notebook (expected {expected})")
             elif path.resolve() not in seen:
                 seen.add(path.resolve())
                 yield path

@@ -190,7 +190,8 @@ class _Bindings:
             base = "." * len(small.relative) + _module_name(small.module)
             for alias in small.names:
                 name = dotted_name(alias.name) or ""
-                bound = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+                renamed = alias.asname is not None and isinstance(alias.asname.name, cst.Name)
+                bound = alias.asname.name.value if renamed else name
                 self.imports[bound] = f"{base}.{name}" if not base.endswith(".") else f"{base}{name}"
         elif isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
             targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
@@ -212,7 +213,8 @@ class _Bindings:
 class FileContext:
     """One parsed file, shared by all rules that check it (see the module docstring for the API)."""
 
-    def __init__(self, path: str, source: str, module: cst.Module, *, cell_lines: tuple[tuple[int, int], ...] | None = None) -> None:
+    def __init__(self, path: str, source: str, module: cst.Module, *,
+                 cell_lines: tuple[tuple[int, int], ...] | None = None) -> None:
         self.path = path
         self.source = source
         self.lines = source.splitlines()

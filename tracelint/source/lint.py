@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracelint.engine import Config, FileChecked, Finding, InputError, discover
+from tracelint.engine.catalog import catalog
 from tracelint.engine.suppress import is_suppressed
 from tracelint.source.document import DocumentError, NotebookDocument, PythonDocument, read_document
 from tracelint.source.fix import choose_fixes, write_atomic
-from tracelint.source.screen import RULE_SITES, may_report, sites
+from tracelint.source.screen import may_report, sites
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -103,13 +104,14 @@ def lint_file(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: bo
     # Files that never mention torch cannot hold a torch anti-pattern: skip before parsing.
     if "torch" not in doc.text:
         return [FileChecked(display)]
-    # Nor can a file without a site any enabled rule reports on (screen.py): then neither libcst nor the rules
-    # are imported, which is most of a one-file run.
+    # Nor can a file without a site any enabled rule reports on (screen.py; the catalog says which rules are source
+    # rules and their sites): then neither libcst nor the rules are imported, which is most of a one-file run.
     def wanted(code: str) -> bool:
         return config.enabled(code) and not config.ignored_for(display, code)
 
     found = sites(doc.text)
-    if found is not None and not any(may_report(code, found) for code in RULE_SITES if wanted(code)):
+    codes = (code for code, rule_doc in catalog().items() if "source" in rule_doc.implemented_by)
+    if found is not None and not any(may_report(code, found) for code in codes if wanted(code)):
         return [FileChecked(display)]
     rules = [cls for cls in source_rules() if wanted(cls.code)]
     try:

@@ -1,8 +1,9 @@
 """The source-rule framework: a rule is a libcst-style visitor; all rules on a file share ONE traversal.
 
-Writing a rule (one module in ``tracelint/source/rules/``, one ``rules/TLxxx-name.md``, and the kinds of site it
-reports on in ``screen.RULE_SITES``: files without such a site are not parsed for it; a test checks every rule is
-listed)::
+Writing a rule takes one class in the module of its family in ``tracelint/source/rules/`` (``sync`` TL1xx,
+``input`` TL2xx, ``memory`` TL3xx: the trace half's module names) and one ``rules/TLxxx-name.md``; the class is
+discovered, and its name is the rule's name without dashes (``dataloader-without-workers``:
+``DataLoaderWithoutWorkers``)::
 
     class DataLoaderWithoutWorkers(SourceRule):
         code = "TL201"
@@ -21,11 +22,33 @@ listed)::
 - During the traversal ``self.ctx.stack`` holds the ancestors of the current node and ``self.ctx.parent(node)``
   works for every node visited so far.
 - ``self.report(node, message, fix=Fix(...), severity=None)`` records a finding at the node's position; the
-  severity defaults to the catalog's. ``self.edit(node, text)`` builds an Edit replacing a node's text, ``self.replace(node, new_node)`` one
-  replacing it with a rewritten node (see calls.py: ``with_keyword``, ``without_argument``). A Fix is
-  ``Fix(title, (edit, ...), safe=True)``; unsafe fixes apply only with --unsafe-fixes.
+  severity defaults to the catalog's. ``self.edit(node, text)`` builds an Edit replacing a node's text,
+  ``self.replace(node, new_node)`` one replacing it with a rewritten node (see calls.py: ``with_keyword``,
+  ``without_argument``). A Fix is ``Fix(title, (edit, ...), safe=True)``; unsafe fixes apply only with
+  --unsafe-fixes. A safe fix must turn each *Example* of the rule's doc into one of its *Use instead* examples
+  (tests/source/test_catalog_fixes.py checks it).
 - ``finish()`` is called once after the traversal (for rules that decide at the end of the file).
 - A rule with empty ``triggers`` runs on every file that mentions torch.
+
+Where a node runs and what a value is (loops.py, values.py; computed once per file, shared by all rules):
+
+- ``self.step_loop(node) -> HotLoop | None``: the per-step loop ``node`` runs in on every iteration (DataLoader
+  iteration, ``while True``, ``range(max_steps)``, env steps, eval loops, ``training_step``) in a file that imports
+  torch; None outside one, in an epoch loop, or under a periodic or rare guard (``if step % 100 == 0:``).
+  ``HotLoop.description`` names the loop for messages ("the loop over `train_loader`"). Call it with the node
+  being visited (its children have no parents yet).
+- ``self.needs_host_value(node)``: the value is fed to an environment step (``env.step(action.item())``), so reading
+  it on the host is not a waste; a host-device-sync rule reports ``node`` only when
+  ``step_loop(node) is not None and not needs_host_value(node)``.
+- ``self.is_tensor(expr)``: local code shows ``expr`` is a tensor that may be on the device (a model or loss
+  output, a ``torch.*`` op, ``.to(device)``); ``self.may_be_tensor(expr)``: it is not known to be a host value
+  (Python value, numpy array, CPU tensor, ``.item()``-ed). ``self.facts`` is the per-file object behind these
+  (``kind``, ``value_of``, ``bindings``, ``loop_description``, ``imports_torch``).
+
+The kinds of site a rule reports on go in its doc's front matter (``sites: item, host-copy``; the kinds are
+``screen.SITE_KINDS``): a file without any of them is not parsed for the rule, and a test checks the screen never
+holds back a file the rule reports on (extend ``screen.py`` with a new kind when the existing ones do not cover the
+rule). A rule whose doc has no ``sites`` runs on every file that mentions torch.
 """
 from __future__ import annotations
 
@@ -36,7 +59,10 @@ import libcst as cst
 
 from tracelint.engine import Edit, Finding, Fix, Rule, Severity
 from tracelint.engine.catalog import catalog
+from tracelint.source import loops
 from tracelint.source.context import FileContext, iter_children
+from tracelint.source.loops import HotLoop
+from tracelint.source.values import Kind
 
 
 class SourceRule(Rule):
@@ -85,6 +111,28 @@ class SourceRule(Rule):
     def finish(self) -> None:
         """Called once after the traversal of the file."""
 
+    # -- where a node runs, what a value is (see the module docstring) ------------------------------------------
+    @property
+    def facts(self) -> loops.Facts:
+        return loops.facts(self.ctx)
+
+    def step_loop(self, node: cst.CSTNode) -> HotLoop | None:
+        """The per-step loop ``node`` runs in on every iteration, in a file that imports torch; else None."""
+        facts = self.facts
+        return facts.hot_loop(node) if facts.imports_torch() else None
+
+    def needs_host_value(self, node: cst.CSTNode) -> bool:
+        """An environment step needs ``node``'s value on the host (``env.step(action.item())``)."""
+        return self.facts.needs_host_value(node)
+
+    def is_tensor(self, expr: cst.BaseExpression) -> bool:
+        """Local code shows ``expr`` is a tensor that may live on the device."""
+        return self.facts.kind(expr) is Kind.TENSOR
+
+    def may_be_tensor(self, expr: cst.BaseExpression) -> bool:
+        """``expr`` is not known to be a host value (a Python value, numpy array or CPU tensor)."""
+        return self.facts.kind(expr) is not Kind.HOST
+
 
 def run_rules(ctx: FileContext, rules: Sequence[SourceRule]) -> list[Finding]:
     """One traversal of ``ctx.module`` dispatching visit_/leave_ methods to all ``rules``; their findings."""
@@ -128,4 +176,4 @@ def active_rules(rule_classes: Iterable[type[SourceRule]], text: str) -> list[ty
     return [cls for cls in rule_classes if cls.wanted(text)]
 
 
-__all__ = ["FileContext", "SourceRule", "active_rules", "run_rules"]
+__all__ = ["FileContext", "HotLoop", "SourceRule", "active_rules", "run_rules"]

@@ -1,9 +1,10 @@
 """A first look at a file with Python's own ``ast``: which kinds of sites the source rules report on does it hold?
 
 Importing libcst costs ~0.25 s, most of what a pre-commit run on one file takes, and parsing with it is several times
-slower than ``ast.parse``. ``sites(text)`` walks the ``ast`` once and returns the site kinds below; a rule declares
-in ``SourceRule.sites`` the kinds it can report on, and a file in which none of a rule's kinds occurs is not parsed
-with libcst for that rule (nor at all, when no rule remains).
+slower than ``ast.parse``. ``sites(text)`` walks the ``ast`` once and returns the site kinds below
+(``SITE_KINDS``); a rule declares the kinds it can report on in its catalog doc (``sites: item`` in the front matter
+of ``rules/TLxxx-*.md``), and a file in which none of a rule's kinds occurs is not parsed with libcst for that rule
+(nor at all, when no rule remains). A rule whose doc declares no ``sites`` is never screened out.
 
 Each kind is a *necessary* condition of its rules, deliberately looser than the rules themselves: the screen may let
 a clean file through, it must never hold back one with findings. What it leaves to the rules: whether a loop is a
@@ -11,7 +12,7 @@ per-step loop, periodic/rare guards, most of the host/tensor inference. What it 
 is screened out:
 - the sync kinds (TL1xx) count only in files that import torch, only inside a ``for``/``while`` loop, a
   comprehension or a step hook (``training_step``, ...) of the same function (a nested def/lambda/class is not
-  in the loop), and only where a value could be a tensor by the rules' own inference (``kind`` in loops.py):
+  in the loop), and only where a value could be a tensor by the rules' own inference (``kind`` in values.py):
   literals and containers, ``is``/``in`` comparisons, ``and``/``or``, attributes like ``.shape``, calls of
   unshadowed builtins and host methods (``.item()``, ``.size()``, ...), and names only ever assigned such values
   are host values; anything else may be a tensor;
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import ast
 
+from tracelint.engine.catalog import catalog
 from tracelint.source.vocab import (
     BUILTINS,
     DATA_DEPENDENT,
@@ -35,7 +37,7 @@ from tracelint.source.vocab import (
     STEP_HOOKS,
 )
 
-# Site kinds (the values of SourceRule.sites).
+# Site kinds: what a rule doc's ``sites:`` may name.
 ITEM = "item"                      # .item() in a loop                                   TL101
 HOST_COPY = "host-copy"            # .cpu() / .tolist() / .numpy(force=) / .to("cpu")   TL102
 SCALAR = "scalar"                  # float()/int()/bool()/max()/min() of a possible tensor, tensor truth tests  TL103
@@ -48,6 +50,7 @@ PINNED_COPY = "pinned-copy"        # .to() / .cuda() in a loop of a file that bu
 ZERO_GRAD = "zero-grad"            # zero_grad(set_to_none=False)                         TL301
 
 _SYNC_KINDS = frozenset({ITEM, HOST_COPY, SCALAR, FORMAT, SYNCHRONIZE, DATA_DEPENDENT_CALL, MASK_INDEX})
+SITE_KINDS = _SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD}
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _HOST_VALUES = (ast.Constant, ast.JoinedStr, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
@@ -172,7 +175,7 @@ class _Screen:
                 self.bound.add(name.id)
 
     def _bind(self, scope: ast.AST, target: ast.expr, value: ast.expr) -> None:
-        """Record ``value`` for the names ``target`` binds; ``a, b = x, y`` pairs them up, as loops.py does."""
+        """Record ``value`` for the names ``target`` binds; ``a, b = x, y`` pairs them up, as values.py does."""
         if isinstance(target, ast.Starred):
             target = target.value
         if isinstance(target, ast.Name):
@@ -211,7 +214,7 @@ class _Screen:
             return False
         return func.id in names or self._resolve(func.id) in names
 
-    # -- may this expression be a tensor? (a superset of loops.Facts.kind(expr) is TENSOR) ---------------------
+    # -- may this expression be a tensor? (a superset of values.Values.kind(expr) is TENSOR) --------------
     def _may_tensor(self, expr: ast.expr | None, scope: ast.AST, depth: int = 0) -> bool:
         if expr is None or depth > _MAX_DEPTH:
             return depth > _MAX_DEPTH
@@ -378,23 +381,9 @@ class _Screen:
         return False
 
 
-# The site kinds each source rule reports on. Every source rule must be listed (a test checks it): a rule the
-# screen does not know would be skipped in files without any known site.
-RULE_SITES: dict[str, frozenset[str]] = {
-    "TL101": frozenset({ITEM}),
-    "TL102": frozenset({HOST_COPY}),
-    "TL103": frozenset({SCALAR}),
-    "TL104": frozenset({FORMAT}),
-    "TL105": frozenset({SYNCHRONIZE}),
-    "TL106": frozenset({DATA_DEPENDENT_CALL, MASK_INDEX}),
-    "TL201": frozenset({DATALOADER}),
-    "TL202": frozenset({DATALOADER}),
-    "TL203": frozenset({PINNED_COPY}),
-    "TL301": frozenset({ZERO_GRAD}),
-}
-
-
 def may_report(code: str, found: frozenset[str] | None) -> bool:
-    """Whether rule ``code`` could report in a file with the site kinds ``found`` (None: not screened)."""
-    kinds = RULE_SITES.get(code)
+    """Whether rule ``code`` could report in a file with the site kinds ``found`` (None: not screened). The rule's
+    kinds are the ``sites`` of its catalog doc; a rule without them (or without a doc) may report anywhere."""
+    doc = catalog().get(code)
+    kinds = doc.sites if doc is not None else None
     return found is None or kinds is None or not kinds.isdisjoint(found)

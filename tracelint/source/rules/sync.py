@@ -1,9 +1,10 @@
 """TL101-TL106: host-device synchronizations inside per-step loops (``.item()``, ``.cpu()``, ``float(t)``,
 ``print(t)``, ``torch.cuda.synchronize()``, boolean-mask indexing).
 
-Each rule reports a site only when ``loops.Facts.hot_loop`` places it in a per-step loop without a periodic or rare
-guard, and only when local code does not show the value is already on the host (``loops.Facts.kind``). Rules that
-need a tensor to exist at all (TL103, TL104, TL106 masks) ask for positive evidence of one; ``.item()`` and ``.cpu()``
+Each rule reports a site only when ``SourceRule.step_loop`` places it in a per-step loop without a periodic or rare
+guard (and the host value is not needed there: ``SourceRule.needs_host_value``), and only when local code does not
+show the value is already on the host (``SourceRule.may_be_tensor``). Rules that need a tensor to exist at all
+(TL103, TL104, TL106 masks) ask for positive evidence of one (``SourceRule.is_tensor``); ``.item()`` and ``.cpu()``
 exist only on tensors (and numpy arrays), so TL101/TL102 report unless the value is known to be on the host.
 """
 from __future__ import annotations
@@ -13,16 +14,14 @@ import re
 import libcst as cst
 
 from tracelint.engine import Fix
-from tracelint.source import loops
-from tracelint.source.loops import HotLoop, Kind
+from tracelint.source.loops import HotLoop
 from tracelint.source.rule import SourceRule
+from tracelint.source.values import Kind, is_python_scalar, is_to_cpu, words
 from tracelint.source.vocab import DATA_DEPENDENT as _DATA_DEPENDENT
 from tracelint.source.vocab import LOGGING as _LOGGING
 from tracelint.source.vocab import MASK_METHODS as _MASK_METHODS
 from tracelint.source.vocab import SYNCHRONIZE as _SYNCHRONIZE
 
-_ENV_WORDS = frozenset({"env", "envs", "environment", "environments", "game", "sim", "simulator", "venv"})
-_ACTION_WORDS = frozenset({"action", "actions", "act", "acts"})
 _STREAMS = frozenset({"torch.cuda.current_stream", "torch.cuda.default_stream"})
 
 
@@ -35,56 +34,15 @@ def _method(call: cst.Call) -> str | None:
     return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
 
 
-class _SyncRule(SourceRule):
-    """Shared plumbing of the TL1xx rules (no code: never discovered itself)."""
-
-    @property
-    def facts(self) -> loops.Facts:
-        return loops.facts(self.ctx)
-
-    def torch_file(self) -> bool:
-        facts = self.facts
-        if facts.torch_file is None:
-            facts.torch_file = any(q == "torch" or q.startswith("torch.") for q in self.ctx.imports.values())
-        return facts.torch_file
-
-    def hot(self, node: cst.CSTNode) -> HotLoop | None:
-        """The per-step loop of ``node`` in a file that imports torch, unless the host value is inherently needed.
-
-        Call it with the node being visited: its children have no parents yet.
-        """
-        if not self.torch_file():
-            return None
-        loop = self.facts.hot_loop(node)
-        if loop is None or self._feeds_environment(node):
-            return None
-        return loop
-
-    def _feeds_environment(self, node: cst.CSTNode) -> bool:
-        """``env.step(action.item())``, ``actions.cpu().numpy()``: the environment needs the host value to step."""
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
-                loops.words(self.ctx.code_for(node.func.value)) & _ACTION_WORDS:
-            return True
-        for parent in self.ctx.ancestors(node):
-            if isinstance(parent, cst.Assign):  # ``action = logits.argmax(1).tolist()[0]``
-                return any(loops.words(self.ctx.code_for(t.target)) & _ACTION_WORDS for t in parent.targets)
-            if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
-                return False
-            if isinstance(parent, cst.Call) and isinstance(parent.func, cst.Attribute):
-                receiver = loops.words(self.ctx.code_for(parent.func.value))
-                if parent.func.attr.value in ("step", "step_async", "act") and receiver & _ENV_WORDS:
-                    return True
-        return False
-
-    def not_host(self, expr: cst.BaseExpression) -> bool:
-        return self.facts.kind(expr) is not Kind.HOST
-
-    def is_tensor(self, expr: cst.BaseExpression) -> bool:
-        return self.facts.kind(expr) is Kind.TENSOR
+def _sync_loop(rule: SourceRule, node: cst.CSTNode) -> HotLoop | None:
+    """The per-step loop in which a sync at ``node`` waits for the GPU every step; None where it does not, or where
+    the host value is inherently needed (``env.step(action.item())``)."""
+    loop = rule.step_loop(node)
+    return None if loop is None or rule.needs_host_value(node) else loop
 
 
 # --------------------------------------------------------------------------------------------------------------
-class ItemInLoop(_SyncRule):
+class ItemInLoop(SourceRule):
     code = "TL101"
     triggers = (".item(",)
 
@@ -97,8 +55,8 @@ class ItemInLoop(_SyncRule):
         if _method(node) != "item" or node.args:
             return
         receiver = node.func.value
-        loop = self.hot(node)
-        if loop is None or not self.not_host(receiver):
+        loop = _sync_loop(self, node)
+        if loop is None or not self.may_be_tensor(receiver):
             return
         message = (f"`{_snippet(self.ctx, node)}` in {loop.description} copies a scalar to the host and waits "
                    f"for the GPU every step")
@@ -129,7 +87,7 @@ def _accumulation_of(call: cst.Call, ctx) -> cst.AugAssign | None:
     return None
 
 
-def _accumulator_fix(call: cst.Call, aug: cst.AugAssign, loop: HotLoop, rule: _SyncRule) -> Fix | None:
+def _accumulator_fix(call: cst.Call, aug: cst.AugAssign, loop: HotLoop, rule: SourceRule) -> Fix | None:
     """``total += loss.item()`` -> ``total += loss.detach()``, and every read of ``total`` -> ``float(total)``.
 
     Only in the simple case where that is mechanically correct: ``total`` is bound in this function only by float
@@ -189,7 +147,7 @@ def _names_in(node: cst.CSTNode) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------------------
-class DeviceToHostCopyInLoop(_SyncRule):
+class DeviceToHostCopyInLoop(SourceRule):
     code = "TL102"
     triggers = (".cpu(", ".tolist(", ".numpy(", ".to(")
 
@@ -203,17 +161,17 @@ class DeviceToHostCopyInLoop(_SyncRule):
             if not any(a.keyword is not None and a.keyword.value == "force" and
                        not (isinstance(a.value, cst.Name) and a.value.value == "False") for a in node.args):
                 return
-        elif method != "to" or not loops.is_to_cpu(node, self.ctx):
+        elif method != "to" or not is_to_cpu(node, self.ctx):
             return
-        loop = self.hot(node)
-        if loop is None or not self.not_host(node.func.value):
+        loop = _sync_loop(self, node)
+        if loop is None or not self.may_be_tensor(node.func.value):
             return
         self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} copies device memory to the host "
                           f"and waits for the GPU every step")
 
 
 # --------------------------------------------------------------------------------------------------------------
-class TensorToPythonScalarInLoop(_SyncRule):
+class TensorToPythonScalarInLoop(SourceRule):
     code = "TL103"
     triggers = ("float(", "int(", "bool(", "if ", "while ", "max(", "min(", "assert ")
 
@@ -226,14 +184,15 @@ class TensorToPythonScalarInLoop(_SyncRule):
             why = "compares tensors on the host"
         else:
             return
-        loop = self.hot(node)
+        loop = _sync_loop(self, node)
         if loop is not None and any(self.is_tensor(value) for value in positional):
-            self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} {why}: a host-device sync every step")
+            self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} {why}: "
+                              "a host-device sync every step")
 
     def _test(self, node: cst.CSTNode, test: cst.BaseExpression, keyword: str) -> None:
         # The test runs where its statement runs; a while test also runs on every iteration of its own loop.
         description = self.facts.loop_description(node) if isinstance(node, cst.While) else None
-        loop = HotLoop(node, description) if description and self.torch_file() else self.hot(node)
+        loop = HotLoop(node, description) if description and self.facts.imports_torch() else _sync_loop(self, node)
         if loop is not None and self._tensor_truth(test) is not None:
             self.report(test, f"`{keyword} {_snippet(self.ctx, test)}` in {loop.description} takes the truth value "
                               f"of a tensor on the host: a host-device sync every step")
@@ -257,13 +216,13 @@ class TensorToPythonScalarInLoop(_SyncRule):
 
 
 # --------------------------------------------------------------------------------------------------------------
-class TensorFormattingInLoop(_SyncRule):
+class TensorFormattingInLoop(SourceRule):
     code = "TL104"
     triggers = ("print(", "f\"", "f'", ".format(", "%", "str(", "repr(", "set_postfix", "log")
 
     def _check(self, node: cst.CSTNode, values) -> None:
         """Report ``node`` when it runs every step and one of the formatted ``values`` is a tensor."""
-        loop = self.hot(node) if values else None
+        loop = _sync_loop(self, node) if values else None
         tensor = self._first_tensor(values) if loop is not None else None
         if tensor is not None:
             self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} formats tensor "
@@ -290,7 +249,7 @@ class TensorFormattingInLoop(_SyncRule):
                 method in ("set_postfix", "set_postfix_str", "set_description"):
             values = [a.value for a in node.args if not a.star]
         elif method in _LOGGING and node.args and \
-                loops.words(self.ctx.code_for(func.value)) & {"log", "logger", "logging"}:
+                words(self.ctx.code_for(func.value)) & {"log", "logger", "logging"}:
             values = [a.value for a in node.args[1:] if not a.star]  # the format string itself is not a tensor
         else:
             return
@@ -305,7 +264,7 @@ class TensorFormattingInLoop(_SyncRule):
 
 
 # --------------------------------------------------------------------------------------------------------------
-class CudaSynchronizeInLoop(_SyncRule):
+class CudaSynchronizeInLoop(SourceRule):
     code = "TL105"
     triggers = ("synchronize",)
 
@@ -316,19 +275,19 @@ class CudaSynchronizeInLoop(_SyncRule):
             if not (isinstance(func, cst.Attribute) and func.attr.value == "synchronize"
                     and isinstance(func.value, cst.Call) and self.ctx.qualified_name(func.value.func) in _STREAMS):
                 return
-        loop = self.hot(node)
+        loop = _sync_loop(self, node)
         if loop is not None:
             self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} blocks the host until the GPU "
                               f"has finished all queued work, every step")
 
 
 # --------------------------------------------------------------------------------------------------------------
-class NonzeroInLoop(_SyncRule):
+class NonzeroInLoop(SourceRule):
     code = "TL106"
     triggers = ("nonzero", "where", "masked_select", "unique", "argwhere", "[")
 
     def _report(self, node: cst.CSTNode, what: str) -> None:
-        loop = self.hot(node)
+        loop = _sync_loop(self, node)
         if loop is not None:
             self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} {what}: the host waits for the "
                               f"GPU to count the elements every step")
@@ -343,25 +302,26 @@ class NonzeroInLoop(_SyncRule):
             elif leaf == "where" and len(node.args) == 1 and node.args[0].keyword is None:
                 self._report(node, "(one-argument where, i.e. nonzero) has a data-dependent output size")
             return
-        if _method(node) in _DATA_DEPENDENT and name is None and self.hot(node) and self.not_host(func.value):
+        if _method(node) in _DATA_DEPENDENT and name is None and _sync_loop(self, node) and \
+                self.may_be_tensor(func.value):
             self._report(node, "has a data-dependent output size")
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
             return
         index = node.slice[0].slice.value
-        if not self._mask_like(index, 0) or self.hot(node) is None:
+        if not self._mask_like(index, 0) or _sync_loop(self, node) is None:
             return
         parent = self.ctx.parent(node)
         if isinstance(parent, cst.AssignTarget) and parent.target is node:
             assign = self.ctx.parent(parent)
             value = assign.value if isinstance(assign, cst.Assign) else None
-            if value is None or isinstance(value, cst.Subscript) or loops.is_python_scalar(value, self.ctx):
+            if value is None or isinstance(value, cst.Subscript) or is_python_scalar(value, self.ctx):
                 return  # ``x[mask] = 0.0`` is masked_fill_; ``x[m] = y[m]`` is reported at the read
             if not self.is_tensor(value) or not self._is_mask(index, node.value):
                 return
             self._report(node, "(boolean-mask assignment of a tensor) needs the mask's nonzero indices")
-        elif self.not_host(node.value) and self._is_mask(index, node.value):
+        elif self.may_be_tensor(node.value) and self._is_mask(index, node.value):
             self._report(node, "(boolean-mask indexing) has a data-dependent shape")
 
     @staticmethod

@@ -1,4 +1,5 @@
-"""TL301: ``zero_grad(set_to_none=False)`` keeps zero-filled gradient tensors (a fill kernel per parameter tensor per step)."""
+"""TL3xx, optimizer and memory: ``zero_grad(set_to_none=False)`` keeps zero-filled gradient tensors (TL301: a fill
+kernel per parameter tensor per step)."""
 from __future__ import annotations
 
 import libcst as cst
@@ -37,7 +38,7 @@ class ZeroGradKeepsGrads(SourceRule):
             self.mutates_grads = True  # p.grad[mask] = 0
 
     def finish(self) -> None:
-        # Code that accumulates into .grad in place needs the zero-filled tensors to exist (DESIGN).
+        # Code that accumulates into .grad in place needs the zero-filled tensors to exist.
         if self.mutates_grads:
             return
         for call, arg in self.candidates:

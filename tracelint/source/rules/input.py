@@ -1,18 +1,88 @@
-"""TL203: a batch from a pinned DataLoader copied to the GPU without ``non_blocking=True``.
+"""TL2xx, the input pipeline: a torch DataLoader that loads in the main process (TL201) or without pinned host memory
+(TL202), and a batch of a pinned loader copied to the GPU without ``non_blocking=True`` (TL203).
 
-Only batches of a loader built in the same file with ``pin_memory`` set (not literal False) count: on an unpinned
-loader a non-blocking copy is still synchronous, and the missing pin_memory (TL202) is the finding to fix first.
+TL203 counts only batches of a loader built in the same file with ``pin_memory`` set (not literal False): on an
+unpinned loader a non-blocking copy is still synchronous, and the missing pin_memory (TL202) is the finding to fix
+first.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import libcst as cst
 
 from tracelint.engine import Fix
-from tracelint.source.calls import call_arguments, is_literal, with_keyword
-from tracelint.source.context import dotted_name
+from tracelint.source.calls import Arguments, call_arguments, is_literal, with_keyword
+from tracelint.source.context import FileContext, dotted_name
 from tracelint.source.rule import SourceRule
-from tracelint.source.rules.dataloader import PIN_MEMORY_POS, dataloader_arguments
 
+DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+# Positions in DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory)
+NUM_WORKERS_POS, PIN_MEMORY_POS = 5, 7
+DEFAULT_WORKERS = 4
+
+
+def dataloader_arguments(ctx: FileContext, node: cst.CSTNode) -> Arguments | None:
+    """The arguments of ``node`` when it is a call of torch's DataLoader, else None."""
+    if isinstance(node, cst.Call) and ctx.qualified_name(node.func) in DATALOADERS:
+        return call_arguments(ctx, node)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Argument:
+    """A DataLoader argument, its position, the literal value that is a violation, and the value the fix writes."""
+
+    name: str
+    position: int
+    bad: object
+    good: str
+
+
+NUM_WORKERS = _Argument("num_workers", NUM_WORKERS_POS, bad=0, good=str(DEFAULT_WORKERS))
+PIN_MEMORY = _Argument("pin_memory", PIN_MEMORY_POS, bad=False, good="True")
+
+
+def _check_argument(rule: SourceRule, node: cst.Call, argument: _Argument, message: str, *, safe: bool) -> None:
+    """Report ``node`` when it is a DataLoader call with ``argument`` missing or set to its literal bad value; a
+    non-literal value, or ``**kwargs`` that may set it, is not a violation."""
+    args = dataloader_arguments(rule.ctx, node)
+    if args is None:
+        return
+    value = args.get(argument.name, argument.position)
+    if value is None and not args.known:
+        return  # **kwargs / *args may set it
+    if value is not None and not is_literal(value, argument.bad):
+        return
+    if value is None:
+        fix = Fix(f"Add {argument.name}={argument.good}",
+                  (rule.replace(node, with_keyword(node, argument.name, argument.good)),), safe=safe)
+    else:  # the literal may sit in the call or in a **kwargs dict built nearby
+        fix = Fix(f"Set {argument.name}={argument.good}", (rule.edit(value, argument.good),), safe=safe)
+    rule.report(node, message, fix=fix)
+
+
+class DataLoaderWithoutWorkers(SourceRule):
+    code = "TL201"
+    triggers = ("DataLoader",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        _check_argument(self, node, NUM_WORKERS, safe=False, message=(
+            "DataLoader loads batches in the main process (num_workers is 0): the training loop waits for every "
+            "batch; use worker processes"))
+
+
+class DataLoaderWithoutPinnedMemory(SourceRule):
+    code = "TL202"
+    triggers = ("DataLoader",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        _check_argument(self, node, PIN_MEMORY, safe=True, message=(
+            "DataLoader without pin_memory=True: batches are copied to the GPU from pageable memory, a slower copy "
+            "that cannot overlap compute"))
+
+
+# --------------------------------------------------------------------------------------------------------------
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 # Wrappers whose iteration yields the wrapped loader's batches (enumerate adds an index first).
 _INDEXED = ("enumerate",)
@@ -53,7 +123,7 @@ class CopyWithoutNonBlocking(SourceRule):
     def _is_pinned_loader(self, expr: cst.BaseExpression) -> bool:
         args = dataloader_arguments(self.ctx, expr)
         if args is not None:
-            value = args.get("pin_memory", PIN_MEMORY_POS)
+            value = args.get(PIN_MEMORY.name, PIN_MEMORY.position)
             return value is not None and not is_literal(value, False)
         name = dotted_name(expr)
         return name is not None and name in self.pinned
