@@ -1,0 +1,298 @@
+"""Synthetic torch.profiler (Kineto) traces, for tests and for the trace scenarios of the rule catalog.
+
+A ``TraceBuilder`` lays out what a profiled training loop leaves in a Chrome trace (``ProfilerStep#N`` spans, CPU
+ops, launches joined to their GPU work by correlation, copies, host syncs, ``[memory]`` samples, Python frames);
+``analyze`` runs the trace analyzer on it and returns its Report::
+
+    from tracelint.testing import TraceBuilder, analyze
+
+    trace = TraceBuilder().device_properties(name="NVIDIA H100", compute_major=9)
+    for _ in trace.steps(3):
+        trace.kernel("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", gpu_us=900)
+        trace.item()  # loss.item(): a device-to-host copy, then the host waits for the GPU
+    assert [f.code for f in analyze(trace).findings] == ["TL101"]
+
+Two levels. The loop level (``steps``, ``cpu``, ``span``, ``kernel``, ``item``, ``to_host``, ``nonzero``,
+``synchronize``, ``to_device``, ``allocate``, ``idle``) advances a cursor, ``now``, on the main thread and models the
+GPU as in-order streams: work starts when its launch reaches the device or when the stream is done with the work
+queued before it, whichever is later, and a synchronize returns when the device is done. The event level (``op``,
+``step``, ``runtime``, ``gpu``, ``launch``, ``memory``, ``frame``) places one event exactly where it is told, for
+edge cases. Times are µs of the trace clock.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tracelint.engine import Config
+from tracelint.trace import Report, analyze_trace
+from tracelint.trace.analyze import report_from_model
+from tracelint.trace.model import build_model
+
+__all__ = ["TraceBuilder", "analyze"]
+
+Event = dict[str, Any]
+
+LAUNCH_DELAY_US = 5.0  # a launch reaches an idle GPU this long after the host call starts
+LAUNCH_CALL_US = 4.0  # host time of one cudaLaunchKernel / cudaMemcpyAsync call
+# Host-device copy rates (GB/s = bytes per ns): pageable memory is staged through a driver buffer.
+PAGEABLE_GBPS, PINNED_GBPS, DTOH_GBPS = 10.0, 25.0, 20.0
+_PYTHON_US = 1.0  # the interpreter's time between one op's end and the next call: ops never touch
+
+
+class TraceBuilder:
+    """Builds one trace (one rank) event by event; ``events`` and ``meta`` are the trace's JSON, as written."""
+
+    def __init__(self, *, pid: int = 100, tid: int = 100, device: int = 0, legacy: bool = False) -> None:
+        """``legacy``: PyTorch <= 1.9 categories (``Operator``, ``Runtime``, ``Kernel``, ``Memcpy``, ``Memset``)."""
+        self.events: list[Event] = []
+        self.meta: dict[str, Any] = {"schemaVersion": 1}
+        self.pid, self.tid, self.device, self.legacy = pid, tid, device, legacy
+        self.now = 0.0  # the main thread's host time (loop level)
+        self.cut: float | None = None  # see truncate()
+        self._corr = 1000
+        self._free: dict[tuple[int, int], float] = {}  # (device, stream) -> when its queued work ends
+        self._allocated: dict[int, int] = {}  # device -> Total Allocated
+
+    # --- trace level --------------------------------------------------------------------------------------------
+
+    def device_properties(self, *, name: str = "NVIDIA H100 80GB HBM3", total_memory: int = 80 * 2**30,
+                          compute_major: int = 9, sm_count: int = 132, device: int | None = None) -> TraceBuilder:
+        """Set one device's ``deviceProperties`` entry (what Kineto writes from cudaGetDeviceProperties)."""
+        device = self.device if device is None else device
+        props = {"id": device, "name": name, "totalGlobalMem": total_memory, "computeMajor": compute_major,
+                 "computeMinor": 0, "numSms": sm_count}
+        others = [p for p in self.meta.get("deviceProperties", []) if p.get("id") != device]
+        self.meta["deviceProperties"] = sorted([*others, props], key=lambda p: p["id"])
+        return self
+
+    def truncate(self, fraction: float = 0.6) -> TraceBuilder:
+        """Write only the first ``fraction`` of the file's bytes, as when a job is killed while the trace is written."""
+        self.cut = fraction
+        return self
+
+    # --- loop level: a cursor on the main thread, GPU streams as queues ------------------------------------------
+
+    def steps(self, count: int, *, step_us: float | None = None, first: int = 1) -> Iterator[int]:
+        """Lay out ``count`` ``ProfilerStep#N`` spans (N from ``first``) one after another, yielding 0, 1, ... while
+        the loop body adds the step's work; a step lasts as long as its body, at least ``step_us``."""
+        for index in range(count):
+            start = self.now
+            yield index
+            end = max(self.now, start + (step_us or 0.0), start + 1.0)
+            self.step(first + index, start, end - start)
+            self.now = end
+
+    def idle(self, us: float) -> float:
+        """The host runs no profiled op for ``us`` (Python between ops, sleep); returns the new ``now``."""
+        self.now += us
+        return self.now
+
+    def cpu(self, name: str, us: float, *, cat: str | None = None) -> float:
+        """A CPU op of ``us`` that launches nothing (``enumerate(DataLoader)#...__next__``, Python-side work)."""
+        self.op(name, self.now, us, cat=cat or self._cat(name))
+        self.now += us + _PYTHON_US
+        return self.now
+
+    @contextmanager
+    def span(self, name: str, *, cat: str | None = None) -> Iterator[None]:
+        """A CPU op around the work added inside the ``with`` block (``Optimizer.zero_grad#AdamW.zero_grad``)."""
+        start = self.now
+        self.now += 1.0
+        yield
+        self.now += 1.0
+        self.op(name, start, self.now - start, cat=cat or self._cat(name))
+        self.now += _PYTHON_US
+
+    def kernel(self, name: str, *, gpu_us: float, op: str | None = None, host_us: float = 10.0, stream: int = 7,
+               api: str = "cudaLaunchKernel", **args: Any) -> float:
+        """Launch a kernel that runs ``gpu_us`` on the device; the host spends ``host_us`` on it, inside a CPU op
+        ``op`` when given (``aten::add``). ``cuLaunchKernel`` (Triton's launch) is a driver call. Returns ``now``."""
+        start = self.now
+        at = start + 1.0 if op is not None else start  # the launch call, inside the op
+        corr = self.runtime(api, at, LAUNCH_CALL_US)
+        self._queue(name, corr, at + LAUNCH_DELAY_US, gpu_us, stream=stream, **args)
+        self.now = max(start + host_us, at + LAUNCH_CALL_US + 1.0)
+        if op is not None:
+            self.op(op, start, self.now - start, cat=self._cat(op))
+            self.now += _PYTHON_US
+        return self.now
+
+    def item(self) -> float:
+        """``tensor.item()`` on a CUDA tensor: a 4-byte device-to-host copy queued behind the stream's work, and a
+        ``cudaStreamSynchronize`` that waits for it."""
+        with self.span("aten::item"), self.span("aten::_local_scalar_dense"):
+            self._readback(4)
+        return self.now
+
+    def to_host(self, nbytes: int) -> float:
+        """``tensor.cpu()`` / ``.tolist()`` / ``.numpy()`` of a CUDA tensor: a copy to pageable memory, then a sync."""
+        with self.span("aten::to"), self.span("aten::_to_copy"), self.span("aten::copy_"):
+            self._readback(nbytes)
+        return self.now
+
+    def nonzero(self) -> float:
+        """``torch.nonzero`` / ``x[mask]``: a counting kernel, whose result the host reads (copy + sync) to size
+        the output, then the kernel that writes the indices."""
+        with self.span("aten::nonzero"):
+            self.kernel("void at_cuda_detail::cub::DeviceReduceSingleTileKernel<...>", gpu_us=3.0)
+            self._readback(8)
+            self.kernel("void at_cuda_detail::cub::DeviceSelectSweepKernel<...>", gpu_us=3.0)
+        return self.now
+
+    def synchronize(self) -> float:
+        """``torch.cuda.synchronize()``: ``cudaDeviceSynchronize``, which returns when every stream is done."""
+        done = max((end for (dev, _), end in self._free.items() if dev == self.device), default=self.now)
+        end = max(done + 2.0, self.now + 3.0)
+        self.runtime("cudaDeviceSynchronize", self.now, end - self.now)
+        self.now = end + _PYTHON_US
+        return self.now
+
+    def to_device(self, nbytes: int, *, pinned: bool = False, stream: int = 7) -> float:
+        """``batch.to("cuda")`` of a host tensor. From pageable memory the driver stages the copy and the host call
+        returns when it is done; from pinned memory (``non_blocking=True``) the host goes on at once."""
+        with self.span("aten::to"), self.span("aten::_to_copy"), self.span("aten::copy_"):
+            source = "Pinned" if pinned else "Pageable"
+            rate = PINNED_GBPS if pinned else PAGEABLE_GBPS
+            corr = self._next_corr()
+            end = self._queue(f"Memcpy HtoD ({source} -> Device)", corr, self.now + LAUNCH_DELAY_US,
+                              nbytes / (rate * 1e3), kind="gpu_memcpy", stream=stream, bytes=nbytes)
+            call_end = self.now + LAUNCH_CALL_US if pinned else end + 2.0
+            self.runtime("cudaMemcpyAsync", self.now, call_end - self.now, corr=corr)
+            self.now = call_end
+        return self.now
+
+    def allocate(self, nbytes: int, *, device: int | None = None) -> None:
+        """A ``[memory]`` sample of the device allocator at ``now`` (profile_memory=True); negative ``nbytes`` frees."""
+        device = self.device if device is None else device
+        self.memory(self.now, nbytes, self._allocated.get(device, 0) + nbytes, device=device)
+
+    # --- event level: one event, exactly where it is told ---------------------------------------------------------
+
+    def op(self, name: str, ts: float, dur: float, *, tid: Any = None, cat: str | None = None, **args: Any) -> Event:
+        """A CPU op or annotation (``cpu_op``; ``Operator`` in legacy traces)."""
+        cat = cat or ("Operator" if self.legacy else "cpu_op")
+        event = {"ph": "X", "cat": cat, "name": name, "pid": self.pid, "tid": self.tid if tid is None else tid,
+                 "ts": ts, "dur": dur, "args": args}
+        self.events.append(event)
+        return event
+
+    def step(self, number: int, ts: float, dur: float) -> Event:
+        """A ``ProfilerStep#N`` span (a ``user_annotation``)."""
+        return self.op(f"ProfilerStep#{number}", ts, dur, cat=None if self.legacy else "user_annotation")
+
+    def runtime(self, name: str, ts: float, dur: float, *, tid: Any = None, cat: str | None = None,
+                corr: int | None = None) -> int:
+        """A CUDA runtime call (``cu*`` names, as Triton's ``cuLaunchKernel``, are driver calls); returns its
+        correlation id, a fresh one unless ``corr`` is given."""
+        if cat is None:
+            driver = name.startswith("cu") and not name.startswith("cuda")
+            cat = "Runtime" if self.legacy else "cuda_driver" if driver else "cuda_runtime"
+        corr = self._next_corr() if corr is None else corr
+        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": self.pid, "tid": self.tid if tid is None
+                            else tid, "ts": ts, "dur": dur, "args": {"correlation": corr}})
+        return corr
+
+    def gpu(self, name: str, ts: float, dur: float, *, corr: int | None, kind: str = "kernel",
+            device: int | None = None, stream: int = 7, **args: Any) -> Event:
+        """GPU work (``kind``: ``kernel``, ``gpu_memcpy``, ``gpu_memset``) joined to its launch by ``corr``."""
+        cats = {"kernel": "Kernel", "gpu_memcpy": "Memcpy", "gpu_memset": "Memset"} if self.legacy else {}
+        device = self.device if device is None else device
+        event = {"ph": "X", "cat": cats.get(kind, kind), "name": name, "pid": device, "tid": stream, "ts": ts,
+                 "dur": dur, "args": {"device": device, "stream": stream, **args}}
+        if corr is not None:
+            event["args"]["correlation"] = corr
+        self.events.append(event)
+        key = (device, stream)
+        self._free[key] = max(self._free.get(key, ts + dur), ts + dur)
+        return event
+
+    def launch(self, name: str, launch_ts: float, gpu_ts: float, gpu_dur: float, *, kind: str = "kernel",
+               api: str = "cudaLaunchKernel", api_cat: str | None = None, tid: Any = None, device: int | None = None,
+               **args: Any) -> Event:
+        """A 5 µs launch call at ``launch_ts`` and the GPU work it launched at ``gpu_ts``."""
+        corr = self.runtime(api, launch_ts, 5.0, tid=tid, cat=api_cat)
+        return self.gpu(name, gpu_ts, gpu_dur, corr=corr, kind=kind, device=device, **args)
+
+    def memory(self, ts: float, nbytes: int, total: int, *, device: int | None = None) -> None:
+        """A ``[memory]`` instant of the device allocator: ``nbytes`` allocated (< 0: freed), ``total`` after it."""
+        device = self.device if device is None else device
+        self._allocated[device] = total
+        self.events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": self.pid,
+                            "tid": self.tid, "ts": ts, "args": {"Device Type": 1, "Device Id": device, "Bytes": nbytes,
+                                                                "Total Allocated": total}})
+
+    def frame(self, name: str, ts: float, dur: float, *, tid: Any = None) -> None:
+        """A ``python_function`` frame (with_stack=True), e.g. ``train.py(42): step``."""
+        self.events.append({"ph": "X", "cat": "python_function", "name": name, "pid": self.pid,
+                            "tid": self.tid if tid is None else tid, "ts": ts, "dur": dur, "args": {}})
+
+    # --- output ---------------------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The trace as Kineto writes it: the top-level keys, then ``traceEvents``."""
+        return {**self.meta, "traceEvents": self.events}
+
+    def to_bytes(self) -> bytes:
+        """The JSON file's bytes (cut short after ``truncate``)."""
+        data = json.dumps(self.to_dict()).encode()
+        return data if self.cut is None else data[: int(len(data) * self.cut)]
+
+    def write(self, path: str | Path, *, gz: bool | None = None) -> Path:
+        """Write the trace to ``path``, gzip'd when ``gz`` (default: when the name ends in ``.gz``)."""
+        path = Path(path)
+        data = self.to_bytes()
+        path.write_bytes(gzip.compress(data) if (path.name.endswith(".gz") if gz is None else gz) else data)
+        return path
+
+    # --- internals ------------------------------------------------------------------------------------------------
+
+    def _next_corr(self) -> int:
+        self._corr += 1
+        return self._corr
+
+    def _cat(self, name: str) -> str:
+        # Kineto writes record_function ranges (ProfilerStep#, Optimizer.step#, enumerate(DataLoader)#) as
+        # user_annotation and ATen ops as cpu_op; the legacy format has one category for both.
+        return "Operator" if self.legacy else "user_annotation" if "#" in name else "cpu_op"
+
+    def _queue(self, name: str, corr: int, ready: float, dur: float, *, kind: str = "kernel", stream: int = 7,
+               **args: Any) -> float:
+        """Put work on a stream: it starts at ``ready`` or when the stream is free; returns its end."""
+        start = max(ready, self._free.get((self.device, stream), ready))
+        self.gpu(name, start, dur, corr=corr, kind=kind, stream=stream, **args)
+        return start + dur
+
+    def _readback(self, nbytes: int) -> None:
+        """A device-to-host copy behind the stream's work and the ``cudaStreamSynchronize`` that waits for it."""
+        corr = self.runtime("cudaMemcpyAsync", self.now, LAUNCH_CALL_US)
+        end = self._queue("Memcpy DtoH (Device -> Pageable)", corr, self.now + LAUNCH_DELAY_US,
+                          max(2.0, nbytes / (DTOH_GBPS * 1e3)), kind="gpu_memcpy", bytes=nbytes)
+        self.now += LAUNCH_CALL_US + _PYTHON_US
+        sync_end = max(end + 3.0, self.now + 2.0)
+        self.runtime("cudaStreamSynchronize", self.now, sync_end - self.now)
+        self.now = sync_end + _PYTHON_US
+
+
+def analyze(trace: TraceBuilder, *, config: Config | None = None,
+            thresholds: Mapping[str, float] | None = None) -> Report:
+    """The Report of ``tracelint.trace.analyze_trace`` on the built trace; ``thresholds`` (``[tool.tracelint.trace]``
+    keys such as ``{"min-gpu-busy-pct": 80}``) are added to ``config``.
+
+    The trace is analyzed in memory; a truncated one is written to a temporary file, since detecting the cut is
+    the trace reader's job."""
+    config = config or Config()
+    if thresholds:
+        config = replace(config, trace_thresholds=(*config.trace_thresholds,
+                                                   *((key, float(value)) for key, value in thresholds.items())))
+    name = "synthetic.pt.trace.json"
+    if trace.cut is None:
+        return report_from_model(name, build_model([trace.events], lambda: trace.meta), config=config)
+    with tempfile.TemporaryDirectory(prefix="tracelint-") as tmp:
+        return analyze_trace(trace.write(Path(tmp) / name), config=config)
