@@ -13,7 +13,9 @@ def tracelint(*args: str, cwd: Path | None = None, env: dict | None = None) -> s
 
 
 def test_usage_errors_exit_2_without_traceback(tmp_path: Path):
-    for args in (["check", "--no-such-flag", "x.py"], ["rule", "TL999"], ["check"], ["check", "--format", "xml", "a.py"]):
+    usage_errors = (["check", "--no-such-flag", "x.py"], ["rule", "TL999"], ["check"],
+                    ["check", "--format", "xml", "a.py"], ["verify", "--format", "xml", "a.py"])
+    for args in usage_errors:
         proc = tracelint(*args, cwd=tmp_path)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "Traceback" not in proc.stderr
@@ -50,3 +52,16 @@ def test_rule_prints_catalog_file(repo: Path):
 def test_version():
     proc = tracelint("--version")
     assert proc.returncode == 0 and "tracelint" in proc.stdout
+
+
+def test_output_file_and_formats_are_shared_by_lint_and_verify(tmp_path: Path):
+    """`--format` and `-o` are one definition (tracelint.cli.format_option / output_option / emit) for every command."""
+    from tracelint.render import formats
+
+    (tmp_path / "a.py").write_text("x = 1\n")
+    proc = tracelint("check", "a.py", "--format", "json", "-o", "out.json", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert (tmp_path / "out.json").read_text().startswith("{")
+    for command in ("check", "verify"):
+        shown = tracelint(command, "--help")
+        assert shown.returncode == 0 and f"[{'|'.join(formats())}]" in shown.stdout.replace("\n", " ")

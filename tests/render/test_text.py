@@ -7,7 +7,7 @@ import pytest
 
 from tracelint.engine import RunResult, Severity
 from tracelint.render import render
-from tracelint.render.text import format_metric, metric_unit, ordered_metrics
+from tracelint.render.text import format_metric, ordered_metrics
 from tracelint.render.text import render as render_text
 
 from .conftest import EVIDENCE, source_finding, summary, trace_finding
@@ -136,13 +136,14 @@ def test_metric_formatting(key, value, shown):
     assert format_metric(key, value) == shown
 
 
-def test_metric_units_are_read_from_names():
-    assert metric_unit("h2d_pct_of_gpu_busy") == "pct"
-    assert metric_unit("h2d_bytes_pageable") == "bytes"
-    assert metric_unit("busy") is None  # "us" inside a word is not a unit
+def test_metric_units_come_from_the_registry():
+    assert format_metric("h2d_pct_of_gpu_busy", 12.34) == "12.3%"
+    assert format_metric("steps", 3) == "3"  # declared a count, whatever its name
+    assert format_metric("stall_us_each", 11_700.0) == "11.7 ms"  # a finding detail: its unit by its name
+    assert format_metric("busy", 5) == "5"  # "us" inside a word is not a unit
 
 
-def test_known_metrics_first_then_the_analyzer_order():
+def test_metrics_in_registry_order_then_the_analyzer_order():
     keys = [k for k, _ in ordered_metrics({"zeta": 1, "alpha": 2, "peak_memory_bytes": 3, "gpu_busy_pct": 4})]
     assert keys == ["gpu_busy_pct", "peak_memory_bytes", "zeta", "alpha"]
 

@@ -1,11 +1,18 @@
-"""Helpers for the verify tests: the tiny CPU scripts under tests/verify/scripts and fast CPU run settings."""
+"""Helpers for the verify tests: the tiny CPU scripts under tests/verify/scripts, fast CPU run settings, and a
+synthetic Verification (no run, no GPU) for the reports."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from tracelint.verify.run import RunSettings
+from tracelint.engine import Edit, Finding, Fix, Severity, SourceLocation
+from tracelint.render import render
+from tracelint.verify import run_result
+from tracelint.verify.measure import Row, Verification
+from tracelint.verify.run import RunOutcome, RunSettings
+from tracelint.verify.stats import baseline_of, judge
+from tracelint.verify.variants import Variant
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 # CPU timings are no claims: these settings only exercise the harness (few steps, a generous timeout for a
@@ -16,3 +23,27 @@ CPU = RunSettings(warmup=2, steps=3, blocks=3, device="cpu", timeout_s=120)
 @pytest.fixture
 def scripts() -> Path:
     return SCRIPTS
+
+
+FINDING = Finding("TL202", Severity.WARNING, "DataLoader without pin_memory=True", SourceLocation("train.py", 12, 4),
+                  Fix("Set pin_memory=True", (Edit(12, 4, 12, 9, "True"),), True))
+
+
+def synthetic() -> Verification:
+    """One target: a confirmed TL202 fix (1.43x) and a bf16 variant whose run crashed."""
+    base = (RunOutcome(True, (10.0, 10.1, 10.2), (2.0,), device="GPU X", torch="2.x"),
+            RunOutcome(True, (10.1, 10.0, 10.2), (2.0,)))
+    fast = RunOutcome(True, (7.0, 7.1, 7.05), (2.0,))
+    broken = RunOutcome(False, reason="exit code 1", stderr_tail="Traceback\nRuntimeError: boom")
+    baseline = baseline_of(base)
+    rows = (
+        Row(Variant("TL202:12", "Set pin_memory=True", True, "x", finding=FINDING), judge(baseline, fast, True), fast),
+        Row(Variant("bf16", "bf16 autocast around module calls", False, "x", precision="bf16"),
+            judge(baseline, broken, True), broken),
+    )
+    return Verification("train.py", CPU, "GPU X", "2.x", base, rows, (FINDING,))
+
+
+def report(verifications: list[Verification], fmt: str = "text") -> str:
+    """What ``tracelint verify --format FMT`` prints for these verifications."""
+    return render(run_result(verifications), fmt)

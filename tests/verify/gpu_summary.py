@@ -29,8 +29,8 @@ def target_markdown(t: dict) -> list[str]:
         v = e["verification"]
         safety = "unsafe: changes numerics" if v["precision"] else ("safe" if v["safe"] else "unsafe")
         speedup = f"{v['speedup']:.2f}×" if v["speedup"] else "—"
-        lines.append(f"| {e['location'] or '—'} | {e['rule']} | {v['fix']} ({safety}) | "
-                     f"{_cell(v['baseline_ms'], v['spread']['baseline'])} | {_cell(v['fixed_ms'], v['spread']['fixed'])}"
+        baseline, fixed = _cell(v["baseline_ms"], v["spread"]["baseline"]), _cell(v["fixed_ms"], v["spread"]["fixed"])
+        lines.append(f"| {e['location'] or '—'} | {e['rule']} | {v['fix']} ({safety}) | {baseline} | {fixed}"
                      f" | {speedup} | {v['status']} |")
     for e in t["variants"]:
         v = e["verification"]

@@ -29,7 +29,7 @@ def scenario_result(name: str) -> dict:
     if folder:
         return json.loads((Path(folder) / f"{name}.json").read_text())["verify"][0]
     from tracelint.verify import RunSettings, verify_script
-    from tracelint.verify.report import target_dict
+    from tracelint.verify.measure import target_dict
 
     modes = PRECISION.get(name, "")
     v = verify_script(SCENARIOS / f"{name}.py", (), RunSettings(timeout_s=240),

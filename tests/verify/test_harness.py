@@ -56,7 +56,7 @@ def test_clock_counts_only_the_first_optimizer():
 
 def test_clock_falls_back_to_backward_calls_without_optimizer_steps():
     clock, events, written = make_clock(warmup=1, steps=2, blocks=2)
-    for i in range(BACKWARD_FALLBACK - 1):
+    for _ in range(BACKWARD_FALLBACK - 1):
         clock.backward(FakeLoss(1.0))
     assert clock.source is None and clock.ticks == 0
     with pytest.raises(StopRun):

@@ -1,4 +1,5 @@
-"""The report: the table (text), the JSON/SARIF data, the command's exit codes, and one end-to-end CPU run."""
+"""The report: the table (text), the JSON/SARIF data, the command's exit codes, and one end-to-end CPU run.
+(tests/render/test_verify.py: the same result in every format.)"""
 from __future__ import annotations
 
 import json
@@ -6,35 +7,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tests.verify.conftest import CPU, SCRIPTS
-from tracelint.engine import Edit, Finding, Fix, Severity, SourceLocation
+from tests.verify.conftest import CPU, SCRIPTS, report, synthetic
+from tracelint.render import formats
 from tracelint.verify.cli import verify_cmd
-from tracelint.verify.measure import Row, Verification
-from tracelint.verify.report import render_json, render_sarif, render_text
-from tracelint.verify.run import RunOutcome
-from tracelint.verify.stats import baseline_of, judge
-from tracelint.verify.variants import Variant
-
-FINDING = Finding("TL202", Severity.WARNING, "DataLoader without pin_memory=True", SourceLocation("train.py", 12, 4),
-                  Fix("Set pin_memory=True", (Edit(12, 4, 12, 9, "True"),), True))
-
-
-def synthetic() -> Verification:
-    base = (RunOutcome(True, (10.0, 10.1, 10.2), (2.0,), device="GPU X", torch="2.x"),
-            RunOutcome(True, (10.1, 10.0, 10.2), (2.0,)))
-    fast = RunOutcome(True, (7.0, 7.1, 7.05), (2.0,))
-    broken = RunOutcome(False, reason="exit code 1", stderr_tail="Traceback\nRuntimeError: boom")
-    baseline = baseline_of(base)
-    rows = (
-        Row(Variant("TL202:12", "Set pin_memory=True", True, "x", finding=FINDING), judge(baseline, fast, True), fast),
-        Row(Variant("bf16", "bf16 autocast around module calls", False, "x", precision="bf16"),
-            judge(baseline, broken, True), broken),
-    )
-    return Verification("train.py", CPU, "GPU X", "2.x", base, rows, (FINDING,))
 
 
 def test_text_table_has_one_row_per_variant_and_shows_failures():
-    text = render_text([synthetic()])
+    text = report([synthetic()])
     assert text.startswith("tracelint verify train.py\nGPU X · torch 2.x")
     assert "not claims" in text  # CPU settings
     row = next(line for line in text.splitlines() if line.startswith("train.py:12"))
@@ -46,7 +25,7 @@ def test_text_table_has_one_row_per_variant_and_shows_failures():
 
 
 def test_json_carries_a_verification_object_per_measured_finding():
-    doc = json.loads(render_json([synthetic()]))
+    doc = json.loads(report([synthetic()], "json"))
     (finding,) = doc["findings"]
     v = finding["details"]["verification"]
     assert v["status"] == "confirmed" and v["speedup"] == pytest.approx(10.1 / 7.05, rel=1e-3)
@@ -61,7 +40,7 @@ def test_json_carries_a_verification_object_per_measured_finding():
 
 
 def test_sarif_results_carry_the_verification():
-    doc = json.loads(render_sarif([synthetic()]))
+    doc = json.loads(report([synthetic()], "sarif"))
     (result,) = doc["runs"][0]["results"]
     assert result["ruleId"] == "TL202" and result["properties"]["verification"]["status"] == "confirmed"
     assert doc["runs"][0]["properties"]["verify"][0]["target"] == "train.py"
@@ -72,6 +51,33 @@ def test_without_torch_one_line_and_exit_2(monkeypatch):
     result = CliRunner().invoke(verify_cmd, [str(SCRIPTS / "one_fix.py")])
     assert result.exit_code == 2
     assert result.output.strip() == "tracelint verify: needs torch with a CUDA device (torch not installed)"
+
+
+@pytest.mark.parametrize("fmt", formats())
+def test_the_command_writes_every_format_through_the_shared_plumbing(fmt, monkeypatch, tmp_path):
+    """verify_script stubbed: what the command prints (stdout or -o) is the renderer's report of run_result."""
+    import tracelint.verify
+
+    monkeypatch.setattr(tracelint.verify, "verify_script", lambda *a, **k: synthetic())
+    args = [str(SCRIPTS / "one_fix.py"), "--format", fmt, "--no-progress"]
+    shown = CliRunner().invoke(verify_cmd, args)
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout == report([synthetic()], fmt)
+    out = tmp_path / "report"
+    written = CliRunner().invoke(verify_cmd, [*args, "-o", str(out)])
+    assert written.exit_code == 0 and written.stdout == ""
+    assert out.read_text(encoding="utf-8") == report([synthetic()], fmt)
+
+
+def test_progress_follows_the_shared_rule(monkeypatch):
+    """Progress: on a terminal only, never under pre-commit (tracelint.cli.progress_enabled)."""
+    from tracelint.verify.cli import _progress
+
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    monkeypatch.setenv("PRE_COMMIT", "1")
+    assert _progress(None) is None and _progress(True) is not None
+    monkeypatch.delenv("PRE_COMMIT")
+    assert _progress(None) is not None and _progress(False) is None
 
 
 def test_usage_errors_exit_2():

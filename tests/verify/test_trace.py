@@ -8,11 +8,9 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from tests.verify.conftest import CPU, SCRIPTS
-from tests.verify.test_report import synthetic
+from tests.verify.conftest import CPU, SCRIPTS, report, synthetic
 from tracelint.verify.cli import verify_cmd
 from tracelint.verify.harness import TRACE_ACTIVE, TRACE_WARMUP, Clock, StopRun
-from tracelint.verify.report import render_json, render_text
 from tracelint.verify.run import TRACE_FILE, RunSettings, _outcome, run_once
 from tracelint.verify.tracing import TraceResult, analyze
 
@@ -107,10 +105,10 @@ def test_text_and_json_show_the_verdict_before_and_after():
     after = TraceResult("a.json.gz", "gpu-bound", "gpu-bound: GPU busy 99% ...",
                         {"gpu_busy_pct": 99.1, "h2d_pct_of_gpu_busy": 2.5})
     v = with_traces(before, after)
-    text = render_text([v])
+    text = report([v])
     assert ("TL202:12: trace: input-bound (GPU busy 45%; HtoD copies 30% of busy) → "
             "gpu-bound (GPU busy 99%; HtoD copies 2.5% of busy)") in text
-    doc = json.loads(render_json([v]))["verify"][0]
+    doc = json.loads(report([v], "json"))["verify"][0]
     assert doc["baseline"]["trace"]["verdict"] == "input-bound"
     assert doc["baseline"]["trace"]["metrics"]["gpu_busy_pct"] == 45.2
     (tl202, bf16) = doc["variants"]
@@ -119,14 +117,14 @@ def test_text_and_json_show_the_verdict_before_and_after():
         "metrics": {**dict.fromkeys(tl202["verification"]["trace"]["metrics"]), "gpu_busy_pct": 99.1,
                     "h2d_pct_of_gpu_busy": 2.5}}
     # The bf16 run failed: it has no timing, hence no profile either.
-    failed = json.loads(render_json([with_traces(before, TraceResult(error="boom"))]))["verify"][0]
+    failed = json.loads(report([with_traces(before, TraceResult(error="boom"))], "json"))["verify"][0]
     assert failed["variants"][0]["verification"]["trace"] == {"status": "failed", "reason": "boom", "file": None}
 
 
 def test_without_trace_the_report_is_unchanged():
     v = synthetic()
-    assert "trace:" not in render_text([v]) and "trace analysis" not in render_text([v])
-    doc = json.loads(render_json([v]))["verify"][0]
+    assert "trace:" not in report([v]) and "trace analysis" not in report([v])
+    doc = json.loads(report([v], "json"))["verify"][0]
     assert "trace" not in doc["baseline"] and "trace" not in doc["variants"][0]["verification"]
 
 

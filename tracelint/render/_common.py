@@ -109,6 +109,21 @@ def anchored_message(finding: Finding, where: str) -> str:
     return f"{finding.message} ({where})" if where else finding.message
 
 
+def measured_message(finding: Finding, where: str) -> str:
+    """The anchored message, plus what ``tracelint verify`` measured for the finding when it carries a
+    ``verification`` detail: '...; verify: confirmed, 1.43× (10.10 → 7.05 ms/step)' or '...; verify: failed (why)'."""
+    message = anchored_message(finding, where)
+    measured = dict(finding.details).get("verification")
+    if not isinstance(measured, dict):
+        return message
+    status, speedup = measured.get("status"), measured.get("speedup")
+    if speedup is None:
+        reason = measured.get("reason")
+        return f"{message}; verify: {status}" + (f" ({reason})" if reason else "")
+    return (f"{message}; verify: {status}, {speedup:.2f}× ({measured['baseline_ms']:.2f} → "
+            f"{measured['fixed_ms']:.2f} ms/step)")
+
+
 def trace_fields(loc: TraceLocation) -> dict:
     return {"rank": loc.rank, "step": loc.step, "start_us": _finite(loc.start_us), "end_us": _finite(loc.end_us),
             "event": loc.event}

@@ -5,13 +5,15 @@ error → ``::error``, warning → ``::warning``, info → ``::notice``. Values 
 escapes them (``%`` → ``%25``, CR → ``%0D``, LF → ``%0A``; in properties also ``:`` → ``%3A`` and ``,`` → ``%2C``)
 so a message cannot end the command early or inject another. A trace finding is annotated at its source line when
 the trace's Python stack gives one, else at the trace file. Each trace's verdict becomes a notice and each
-unreadable input an error, so that a CI log shows them where people look.
+unreadable input an error, so that a CI log shows them where people look. A finding ``tracelint verify`` measured
+says so in its message: ``...; verify: confirmed, 1.43× (10.10 → 7.05 ms/step)``.
 """
 from __future__ import annotations
 
+from tracelint.engine.catalog import rule_name
 from tracelint.engine.finding import Finding, Severity
 from tracelint.engine.result import RunResult
-from tracelint.render._common import anchor, anchored_message, report_path, verdict_line
+from tracelint.render._common import anchor, measured_message, report_path, verdict_line
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -34,13 +36,13 @@ def annotation(finding: Finding) -> str:
     at = anchor(finding)
     return command(
         _COMMAND[finding.severity],
-        anchored_message(finding, at.where),
+        measured_message(finding, at.where),
         file=at.path,
         line=at.line,
         col=at.column,
         endLine=at.end_line if at.exact else None,
         endColumn=at.end_column,
-        title=f"{finding.code} {finding.name}",
+        title=f"{finding.code} {rule_name(finding.code)}",
     )
 
 

@@ -4,24 +4,25 @@ A JSON array of issues with the fields GitLab requires: ``description``, ``check
 per issue: GitLab shows only the first of equal fingerprints), ``severity`` (info | minor | major | critical |
 blocker) and ``location.path`` with ``location.lines.begin``. Paths are relative to the working directory (run it
 from the repository root). A trace finding sits at its source line when the trace's stack gives one, else at
-line 1 of the trace file. Unreadable inputs have no place in this format; the CLI reports them on stderr.
+line 1 of the trace file. Unreadable inputs have no place in this format; the CLI reports them on stderr. A finding
+``tracelint verify`` measured carries the measurement in its description (``...; verify: confirmed, 1.43× ...``).
 """
 from __future__ import annotations
 
 from tracelint.engine.finding import Severity
 from tracelint.engine.result import RunResult
-from tracelint.render._common import anchor, anchored_message, dumps, unique_fingerprints
+from tracelint.render._common import anchor, dumps, measured_message, unique_fingerprints
 
 SEVERITY = {Severity.INFO: "info", Severity.WARNING: "major", Severity.ERROR: "critical"}
 
 
 def render(result: RunResult) -> str:
     issues = []
-    for finding, fingerprint in zip(result.findings, unique_fingerprints(result.findings)):
+    for finding, fingerprint in zip(result.findings, unique_fingerprints(result.findings), strict=True):
         at = anchor(finding)
         issues.append({
             "type": "issue",
-            "description": f"{finding.code} {anchored_message(finding, at.where)}",
+            "description": f"{finding.code} {measured_message(finding, at.where)}",
             "check_name": finding.code,
             "categories": ["Performance"],
             "fingerprint": fingerprint,

@@ -37,11 +37,15 @@ never removed or changed in meaning without raising ``version``.
         "metrics": {str: any},         # snake_case names carrying their unit: gpu_busy_pct, peak_memory_bytes, ...
         "warnings": [str]
       }],
-      "errors": [{"path": str, "message": str, "line": int | null}]   # inputs that could not be read
+      "errors": [{"path": str, "message": str, "line": int | null}],  # inputs that could not be read
+      "verify": [{...}]                # `tracelint verify` reports only (absent otherwise): one entry per target,
+                                       # its settings, baseline runs and variants; each measured finding carries
+                                       # the same measurement in details.verification
     }
 """
 from __future__ import annotations
 
+from tracelint.engine.catalog import rule_name
 from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
 from tracelint.engine.result import RunResult
 from tracelint.render._common import dumps, trace_fields, trace_summary_dict
@@ -55,7 +59,7 @@ def render(result: RunResult) -> str:
 
 def document(result: RunResult) -> dict:
     """The report as plain data (what ``render`` serializes)."""
-    return {
+    doc = {
         "version": VERSION,
         "files_checked": result.files_checked,
         "fixed": result.fixed,
@@ -63,6 +67,9 @@ def document(result: RunResult) -> dict:
         "traces": [trace_summary_dict(s) for s in result.traces],
         "errors": [{"path": e.path, "message": e.message, "line": e.line} for e in result.errors],
     }
+    if result.verifications:
+        doc["verify"] = result.verifications
+    return doc
 
 
 def finding_dict(finding: Finding) -> dict:
@@ -71,7 +78,7 @@ def finding_dict(finding: Finding) -> dict:
     trace_src = loc.source if isinstance(loc, TraceLocation) else None
     return {
         "code": finding.code,
-        "name": finding.name,
+        "name": rule_name(finding.code),
         "severity": str(finding.severity),
         "message": finding.message,
         "origin": finding.origin,

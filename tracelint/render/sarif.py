@@ -15,7 +15,9 @@ otherwise to line 1 of the trace file itself; either way the message names the t
 line in the message, because a line within a cell is not a line of the .ipynb file.
 
 Unreadable inputs become ``invocations[0].toolExecutionNotifications`` (and ``executionSuccessful: false``); the
-trace verdicts and metrics ride along in ``runs[0].properties.traces`` (the JSON format's ``traces`` entries).
+trace verdicts and metrics ride along in ``runs[0].properties.traces`` (the JSON format's ``traces`` entries), and a
+``tracelint verify`` report's targets in ``runs[0].properties.verify`` (its ``verify`` entries; each measured
+result also carries ``properties.verification``).
 """
 from __future__ import annotations
 
@@ -63,10 +65,12 @@ def document(result: RunResult) -> dict:
             "rules": [_rule(code, docs.get(code)) for code in codes],
         }},
         "invocations": [_invocation(result.errors)],
-        "results": [_result(f, index[f.code], fp) for f, fp in zip(result.findings, fingerprints)],
+        "results": [_result(f, index[f.code], fp) for f, fp in zip(result.findings, fingerprints, strict=True)],
         "columnKind": "unicodeCodePoints",
         "properties": {"traces": [trace_summary_dict(s) for s in result.traces]},
     }
+    if result.verifications:
+        run["properties"]["verify"] = result.verifications
     return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
 
 

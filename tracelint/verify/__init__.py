@@ -2,9 +2,10 @@
 
 ``verify_script(path)`` lints one script, builds its variants (variants.py), runs the original and each variant in
 its own subprocess under the timing harness (harness.py, run.py) and judges each against the original (stats.py).
-``verify_rules(codes)`` does the same for the rule catalog's bad/good example pairs (pairs.py). The user's files
-are never written: patched copies live in a temporary folder. Only these functions run user code, and only the
-harness subprocess imports torch.
+``verify_rules(codes)`` does the same for the rule catalog's bad/good example pairs (pairs.py). ``run_result``
+turns their Verifications into the engine's RunResult, which every format of ``tracelint.render`` shows. The
+user's files are never written: patched copies live in a temporary folder. Only these functions run user code,
+and only the harness subprocess imports torch.
 """
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tracelint.engine import catalog
-from tracelint.verify.measure import EnvironmentProblem, Progress, Row, Verification, measure, probe
+from tracelint.verify.measure import EnvironmentProblem, Progress, Row, Verification, measure, probe, run_result
 from tracelint.verify.pairs import runnable_pair
 from tracelint.verify.run import RunSettings
 from tracelint.verify.variants import Variant, plan
 
-__all__ = ["EnvironmentProblem", "Row", "RunSettings", "Verification", "verify_rules", "verify_script"]
+DEFAULT_SETTINGS = RunSettings()  # frozen: one shared default is safe
+
+__all__ = ["EnvironmentProblem", "Row", "RunSettings", "Verification", "run_result", "verify_rules", "verify_script"]
 
 
 @contextmanager
@@ -36,7 +39,7 @@ def _workdir(keep: Path | None):
         shutil.rmtree(path, ignore_errors=True)
 
 
-def verify_script(path: Path, argv: Sequence[str] = (), settings: RunSettings = RunSettings(), *,
+def verify_script(path: Path, argv: Sequence[str] = (), settings: RunSettings = DEFAULT_SETTINGS, *,
                   precision: Iterable[str] | None = None, keep: Path | None = None,
                   progress: Progress | None = None) -> Verification:
     """Measure every fix the linter proposes for ``path`` (and the precision variants; ``precision`` None: when
@@ -59,7 +62,7 @@ def verify_script(path: Path, argv: Sequence[str] = (), settings: RunSettings = 
                         planned.errors, tuple(notes))
 
 
-def verify_rules(codes: Iterable[str] | None, settings: RunSettings = RunSettings(), *, keep: Path | None = None,
+def verify_rules(codes: Iterable[str] | None, settings: RunSettings = DEFAULT_SETTINGS, *, keep: Path | None = None,
                  progress: Progress | None = None) -> list[Verification]:
     """Measure the catalog's runnable bad/good pairs (all of them when ``codes`` is None)."""
     docs = catalog()

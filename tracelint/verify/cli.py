@@ -2,18 +2,18 @@
 tracelint.verify; imports without torch."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import click
 
+from tracelint.cli import emit, format_option, output_option, progress_enabled
 from tracelint.engine.result import EXIT_CLEAN, EXIT_ERROR
 
 
 def _progress(enabled: bool | None):
     if enabled is None:
-        enabled = sys.stderr.isatty() and os.environ.get("PRE_COMMIT") != "1"
+        enabled = progress_enabled()
     return (lambda message: click.echo(f"tracelint verify: {message}", err=True)) if enabled else None
 
 
@@ -46,9 +46,8 @@ def _precision(value: str) -> list[str] | None:
 @click.option("--trace", is_flag=True,
               help="Also profile a few steps of the baseline and of each variant (after their timed blocks) and "
                    "show the trace analyzer's verdict before and after each fix.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True)
-@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Write the report to this file instead of stdout.")
+@format_option
+@output_option
 @click.option("--keep", type=click.Path(file_okay=False), default=None,
               help="Keep the patched copies and the run logs in this folder.")
 @click.option("--progress/--no-progress", default=None, help="One line per run on stderr (default: on a terminal).")
@@ -65,8 +64,7 @@ def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, tim
     The script runs in a subprocess from its own folder; the patched copies live in a temporary folder (your files
     are never written). Each run stops itself after warm-up + blocks x steps optimizer steps.
     """
-    from tracelint.verify import EnvironmentProblem, RunSettings, verify_rules, verify_script
-    from tracelint.verify.report import render_json, render_sarif, render_text
+    from tracelint.verify import EnvironmentProblem, RunSettings, run_result, verify_rules, verify_script
 
     if bool(script) == bool(rules or all_rules):
         raise click.UsageError("give a SCRIPT, or --rule CODE / --all-rules (not both)")
@@ -94,15 +92,7 @@ def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, tim
         sys.exit(EXIT_ERROR)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    render = {"text": render_text, "json": render_json, "sarif": render_sarif}[fmt]
-    text = render(verifications)
-    if output:
-        Path(output).write_text(text, encoding="utf-8")
-    else:
-        click.echo(text, nl=False)
-    for v in verifications:
-        for error in v.errors:
-            click.echo(f"error: {error}", err=True)
+    emit(run_result(verifications), fmt, output)
     failed = any(v.baseline_failed or v.errors for v in verifications)
     sys.exit(EXIT_ERROR if failed else EXIT_CLEAN)
 

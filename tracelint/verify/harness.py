@@ -46,6 +46,7 @@ Precision variants (applied by the harness, not by editing the script)
 from __future__ import annotations
 
 import builtins
+import itertools
 import json
 import math
 import os
@@ -170,7 +171,7 @@ class Clock:
         raise StopRun
 
     def block_ms(self) -> list[float]:
-        return [(b - a) * 1000.0 / self.steps for a, b in zip(self.marks, self.marks[1:])]
+        return [(b - a) * 1000.0 / self.steps for a, b in itertools.pairwise(self.marks)]
 
     def result(self, status: str) -> dict:
         result = {

@@ -22,6 +22,13 @@ from tracelint.verify.run import RunOutcome
 MIN_EFFECT = 0.01
 
 CONFIRMED, NO_EFFECT, SLOWER, FAILED = "confirmed", "no-effect", "slower", "failed"
+# What the statuses and the noise mean, in one paragraph under every text report.
+LEGEND = (
+    f"{CONFIRMED}: faster by more than the noise · {NO_EFFECT}: within the noise, the fix does not pay on this "
+    f"script (a useful answer) · {SLOWER}: slower by more than the noise · {FAILED}: crashed, timed out, found no "
+    f"steps or diverged (not timed). Noise: the largest block spread of the baseline runs and the variant, the gap "
+    f"between the two baseline runs (first and last), and at least {MIN_EFFECT:.0%}."
+)
 
 
 @dataclass(frozen=True, slots=True)

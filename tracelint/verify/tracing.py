@@ -46,19 +46,25 @@ class TraceResult:
 
     def summary(self, metric: str | None = None) -> str:
         """``input-bound (GPU busy 45%)``, ``unknown: no GPU activity ...`` or ``failed (reason)``."""
-        if not self.ok:
-            return f"failed ({self.error or 'not analyzed'})"
-        if self.verdict == "unknown":  # its metrics are empty or meaningless; the evidence says why
-            return self.evidence or self.verdict
-        shown = [_show(k, self.metrics.get(k)) for k in dict.fromkeys(("gpu_busy_pct", metric)) if k]
-        shown = [s for s in shown if s]
-        return f"{self.verdict} ({'; '.join(shown)})" if shown else self.verdict
+        return summary_of(self.to_dict(), metric)
 
     def to_dict(self) -> dict:
         if not self.ok:
             return {"status": "failed", "reason": self.error or "not analyzed", "file": self.file}
         return {"status": "ok", "verdict": self.verdict, "evidence": self.evidence, "file": self.file,
                 "metrics": {k: self.metrics.get(k) for k in KEY_METRICS}}
+
+
+def summary_of(doc: dict, metric: str | None = None) -> str:
+    """``TraceResult.summary`` from its ``to_dict()`` form (what a report record holds); ``metric``, shown beside
+    GPU busy, is one of KEY_METRICS."""
+    if doc["status"] != "ok":
+        return f"failed ({doc['reason']})"
+    if doc["verdict"] == "unknown":  # its metrics are empty or meaningless; the evidence says why
+        return doc["evidence"] or doc["verdict"]
+    shown = [_show(k, doc["metrics"].get(k)) for k in dict.fromkeys(("gpu_busy_pct", metric)) if k]
+    shown = [s for s in shown if s]
+    return f"{doc['verdict']} ({'; '.join(shown)})" if shown else doc["verdict"]
 
 
 def _show(key: str, value) -> str:

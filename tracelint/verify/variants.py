@@ -54,12 +54,6 @@ class Variant:
     finding: Finding | None = None
     follow_ups: tuple[str, ...] = ()  # "TL203: Add non_blocking=True" applied with it
 
-    @property
-    def label(self) -> str:
-        if self.precision:
-            return f"{self.title} (unsafe: changes numerics)"
-        return f"{self.title} ({'safe' if self.safe else 'unsafe'})"
-
 
 def lint_text(text: str, where: Path, config: Config) -> list[Finding]:
     """The findings of ``text`` written to ``where`` (a scratch file), under ``config``."""
