@@ -115,3 +115,34 @@ def test_catalog_file_format_is_checked(tmp_path: Path):
     assert doc.severity is Severity.INFO and doc.implemented_by == {"source", "trace"}
     assert doc.bad_examples == ["bad()\n"] and doc.good_examples == ["good()\n"]
     assert doc.thresholds == {"min-a": 3.0, "max-b": 0.5}
+
+
+def test_engine_modules_import_each_other_without_a_cycle():
+    """Imports anywhere in a module (function-level ones included) form a DAG inside tracelint.engine."""
+    import ast
+
+    import tracelint.engine
+
+    folder = Path(tracelint.engine.__file__).parent
+    graph = {}
+    for path in folder.glob("*.py"):
+        if path.stem == "__init__":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        graph[path.stem] = {
+            node.module.rsplit(".", 1)[-1] for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tracelint.engine.")
+        }
+    state: dict[str, int] = {}
+
+    def visit(name, trail):
+        assert state.get(name) != 1, f"import cycle: {' -> '.join([*trail, name])}"
+        if state.get(name) == 2:
+            return
+        state[name] = 1
+        for dep in graph.get(name, ()):
+            visit(dep, [*trail, name])
+        state[name] = 2
+
+    for name in graph:
+        visit(name, [])

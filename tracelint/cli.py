@@ -15,7 +15,8 @@ from tracelint.engine import (
     find_config,
     load_config_file,
 )
-from tracelint.engine.result import EXIT_ERROR
+from tracelint.engine.config import selectors, threshold_items
+from tracelint.engine.result import EXIT_ERROR, RunResult
 from tracelint.render import formats
 
 FORMATS = formats()
@@ -45,10 +46,21 @@ class _DispatchGroup(click.Group):
         return super().get_command(ctx, name)
 
 
+def format_option(fn):
+    """``--format`` (as ``fmt``): any format of tracelint.render, text by default."""
+    return click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+                        help="Output format.")(fn)
+
+
+def output_option(fn):
+    """``--output`` / ``-o``: where ``emit`` writes the report instead of stdout."""
+    return click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
+                        help="Write the report to this file instead of stdout.")(fn)
+
+
 def _common_options(fn):
     options = [
-        click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-                     help="Output format."),
+        format_option,
         click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default=None,
                      help="Lowest severity that makes the exit code 1 (default: warning, or the config's)."),
         click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings."),
@@ -56,8 +68,7 @@ def _common_options(fn):
         click.option("--ignore", multiple=True, help="Skip these codes or code prefixes."),
         click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
                      help="A pyproject.toml to read [tool.tracelint] from instead of the nearest one."),
-        click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
-                     help="Write the report to this file instead of stdout."),
+        output_option,
         click.option("--threshold", "thresholds", multiple=True, metavar="KEY=VALUE",
                      help="A trace gate threshold, e.g. min-gpu-busy-pct=80 (overrides [tool.tracelint.trace])."),
         click.option("--fix", is_flag=True, help="Apply safe fixes to source files (atomically)."),
@@ -69,8 +80,12 @@ def _common_options(fn):
     return fn
 
 
-def _split(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(p.strip().upper() for v in values for p in v.split(",") if p.strip())
+def _split(values: tuple[str, ...], option: str) -> tuple[str, ...]:
+    """Comma lists of codes, upper-cased; a code that matches no rule is a usage error (exit 2)."""
+    try:
+        return selectors([p for v in values for p in v.split(",") if p.strip()], option)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def _base_config(config_path: str | None) -> Config:
@@ -82,9 +97,9 @@ def _base_config(config_path: str | None) -> Config:
 def _overrides(config: Config, select, ignore, fail_on, thresholds) -> Config:
     changes: dict = {}
     if select:
-        changes["select"] = _split(select)
+        changes["select"] = _split(select, "--select")
     if ignore:
-        changes["ignore"] = config.ignore + _split(ignore)
+        changes["ignore"] = config.ignore + _split(ignore, "--ignore")
     if fail_on:
         changes["fail_on"] = Severity.parse(fail_on)
     if thresholds:
@@ -97,13 +112,15 @@ def _overrides(config: Config, select, ignore, fail_on, thresholds) -> Config:
                 raise click.UsageError(f"--threshold {item!r}: expected KEY=NUMBER") from None
             if not sep:
                 raise click.UsageError(f"--threshold {item!r}: expected KEY=NUMBER")
-        changes["trace_thresholds"] = tuple(merged.items())
+        try:
+            changes["trace_thresholds"] = threshold_items(merged.items(), "--threshold")
+        except ConfigError as exc:
+            raise click.UsageError(str(exc)) from None
     return config.override(**changes)
 
 
 def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path, output, thresholds, fix,
          unsafe_fixes) -> None:
-    from tracelint.render import render
     from tracelint.runner import run_paths
 
     try:
@@ -116,22 +133,33 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
         result = run_paths(
             [Path(p) for p in paths], mode=mode, fix=fix, unsafe_fixes=unsafe_fixes,
             configure=lambda cfg: _overrides(base if explicit or cfg is None else cfg, **overrides),
-            progress=_progress_enabled(),
+            progress=progress_enabled(),
         )
     except ConfigError as exc:  # a pyproject.toml found next to one of the files
         raise click.UsageError(str(exc)) from None
+    emit(result, fmt, output)
+    config = _overrides(base, **overrides)
+    sys.exit(result.exit_code(config.fail_on, exit_zero))
+
+
+def emit(result: RunResult, fmt: str, output: str | None) -> None:
+    """The report of ``result`` in format ``fmt`` to the file ``output`` or to stdout, then its unreadable inputs on
+    stderr: stdout carries results only."""
+    from tracelint.render import render
+
     text = render(result, fmt)
     if output:
         Path(output).write_text(text, encoding="utf-8")
     elif text:
         click.echo(text, nl=not text.endswith("\n"))
+    for skipped in result.skipped:
+        click.echo(f"note: skipped {skipped}", err=True)
     for error in result.errors:
         click.echo(f"error: {error}", err=True)
-    config = _overrides(base, **overrides)
-    sys.exit(result.exit_code(config.fail_on, exit_zero))
 
 
-def _progress_enabled() -> bool:
+def progress_enabled() -> bool:
+    """Progress lines on stderr only for a person watching: stderr is a terminal and pre-commit is not running us."""
     return sys.stderr.isatty() and os.environ.get("PRE_COMMIT") != "1"
 
 
@@ -195,6 +223,46 @@ def rules_cmd(fmt: str) -> None:
         return
     table = [(r["code"], r["name"], r["severity"], "+".join(r["implemented_by"]), r["fix"]) for r in rows]
     click.echo(tabulate(table, headers=["code", "name", "severity", "checks", "fix"], tablefmt="simple"))
+
+
+@cli.command("metrics")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+def metrics_cmd(fmt: str) -> None:
+    """List the metrics of a trace report, with their units and definitions."""
+    import orjson
+    from tabulate import tabulate
+
+    from tracelint.engine.metrics import markdown_table, registry
+
+    if fmt == "markdown":
+        click.echo(markdown_table())
+        return
+    rows = [{"name": m.name, "unit": m.unit, "better": m.direction, "scope": m.scope, "gate": m.gate,
+             "definition": m.definition} for m in registry().values()]
+    if fmt == "json":
+        click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        return
+    table = [(r["name"], r["unit"], r["better"] or "", r["gate"] or "") for r in rows]
+    click.echo(tabulate(table, headers=["metric", "unit", "better", "TL010 gate"], tablefmt="simple"))
+
+
+@cli.command("thresholds")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def thresholds_cmd(fmt: str) -> None:
+    """List the trace thresholds ([tool.tracelint.trace], --threshold KEY=VALUE) and their defaults."""
+    import orjson
+    from tabulate import tabulate
+
+    from tracelint.engine.thresholds import thresholds
+
+    rows = [{"key": t.key, "default": t.default, "used_by": list(t.owners), "help": t.help}
+            for t in thresholds().values()]
+    if fmt == "json":
+        click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        return
+    table = [(r["key"], "off" if r["default"] is None else f"{r['default']:g}", ", ".join(r["used_by"]))
+             for r in rows]
+    click.echo(tabulate(table, headers=["key", "default", "used by"], tablefmt="simple"))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,19 +8,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tracelint.engine import Config, FileChecked, Finding, InputError, RunResult, find_config
-
-TRACE_SUFFIXES = (".json", ".json.gz")
-# In a directory of code, only files named as traces are traces (`<worker>.<ns>.pt.trace.json.gz` included).
-TRACE_DIR_PATTERNS = ("*.trace.json", "*.trace.json.gz")
-
-
-def is_trace_file(path: Path) -> bool:
-    return path.name.endswith(TRACE_SUFFIXES)
-
-
-def _traces_in(directory: Path) -> list[Path]:
-    found = {p for pattern in TRACE_DIR_PATTERNS for p in directory.rglob(pattern)}
-    return sorted(found)
+from tracelint.trace.files import Skipped, is_trace_name, traces_in
 
 
 def run_paths(
@@ -44,10 +32,10 @@ def run_paths(
         elif mode == "trace":
             trace_paths.append(path)
         elif path.is_file():
-            (trace_paths if is_trace_file(path) else source_paths).append(path)
+            (trace_paths if is_trace_name(path) else source_paths).append(path)
         else:
             source_paths.append(path)
-            trace_paths.extend(_traces_in(path))
+            trace_paths.extend(traces_in(path, named_only=True, excluded=configure(None).excluded))
 
     if source_paths:
         from tracelint.source import lint_paths
@@ -62,32 +50,31 @@ def run_paths(
 
         for item in lint_paths(source_paths, config_for=config_for, fix=fix, unsafe_fixes=unsafe_fixes,
                                progress=progress):
-            _collect(result, item, config_for)
+            _collect(result, item)
 
     if trace_paths:
-        from tracelint.trace import analyze_paths
+        from tracelint.trace.analyze import Report, analyze_paths
 
         config = configure(find_config(Path.cwd().resolve()))
-        for report in analyze_paths(trace_paths, config=config, progress=progress):
-            if isinstance(report, InputError):
-                result.errors.append(report)
-                continue
-            result.reports.append(report)
-            result.traces.extend(report.summaries)
-            for finding in report.findings:
-                _collect(result, finding, lambda _p: config)
+        for item in analyze_paths(trace_paths, config=config, progress=progress):
+            if isinstance(item, Report):
+                result.traces.extend(item.summaries)
+                result.findings.extend(item.findings)
+            else:
+                _collect(result, item)
 
     result.findings.sort(key=Finding.sort_key)
     return result
 
 
-def _collect(result: RunResult, item, config_for: Callable[[Path], Config]) -> None:
+def _collect(result: RunResult, item) -> None:
+    """One item of a half's stream; findings arrive with the config already applied (once, by the half)."""
     if isinstance(item, InputError):
         result.errors.append(item)
+    elif isinstance(item, Skipped):
+        result.skipped.append(item)
     elif isinstance(item, Finding):
-        kept = config_for(Path(item.path)).apply(item)
-        if kept is not None:
-            result.findings.append(kept)
+        result.findings.append(item)
     elif isinstance(item, FileChecked):
         result.files_checked += 1
         result.fixed += item.fixed

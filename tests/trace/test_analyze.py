@@ -191,13 +191,6 @@ def test_truncated_trace_reports_tl002(public_traces, tmp_path):
     assert report.verdict in VERDICTS
 
 
-def test_directory_prefers_trace_files(tmp_path):
-    _rank_trace(tmp_path / "w.1.pt.trace.json.gz", 0, 900, 1000)
-    (tmp_path / "manifest.json").write_text("{}")
-    results = list(analyze_paths([tmp_path], config=Config()))
-    assert len(results) == 1 and isinstance(results[0], Report)
-
-
 def test_empty_trace_is_an_input_error(tmp_path):
     empty = tmp_path / "empty.json"
     empty.write_text('{"schemaVersion": 1, "traceEvents": []}')

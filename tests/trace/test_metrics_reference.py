@@ -128,7 +128,7 @@ def test_fixture_traces_match_reference(fixture_traces):
 
 
 def test_design_gpu_bound_is_not_read_by_cpu_window(fixture_traces):
-    """DESIGN: the GPU lags the CPU; by-launch assignment sees a busy GPU where a CPU-window reading sees idle."""
+    """The GPU lags the CPU; by-launch assignment sees a busy GPU where a CPU-window reading sees idle."""
     path = fixture_traces / "gpu_bound.pt.trace.json.gz"
     if not path.exists():
         pytest.skip("gpu_bound fixture not recorded")

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from tracelint.engine.finding import Severity
+from tracelint.engine.severity import Severity
 
 REQUIRED_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Measured effect")
 TRACE_MARKER = "trace"
@@ -150,3 +150,9 @@ def catalog() -> dict[str, RuleDoc]:
             raise CatalogError(f"{path}: duplicate rule code {doc.code}")
         rules[doc.code] = doc
     return rules
+
+
+def rule_name(code: str) -> str:
+    """The rule's name (``item-in-loop``) for a code, or the code itself when the catalog does not know it."""
+    doc = catalog().get(code)
+    return doc.name if doc else code

@@ -12,13 +12,18 @@ traces take the one found from the working directory. Keys::
     exclude = [".git", ".venv", ...]   # replaces the default directory excludes
     extend-exclude = ["legacy/"]
 
-    [tool.tracelint.trace]             # CI-gate thresholds (see rules/TL0xx files)
+    [tool.tracelint.trace]             # thresholds (tracelint.engine.thresholds; `tracelint thresholds`)
     min-gpu-busy-pct = 80
     max-h2d-pct-of-gpu-busy = 10
     min-matmul-tensor-core-pct = 50
+
+Codes and code prefixes are case-insensitive. A selector that matches no rule and a threshold key that is not
+declared are errors (ConfigError, exit 2 on the command line) naming the closest valid one: a CI gate that passes
+because of a typo is worse than none.
 """
 from __future__ import annotations
 
+import difflib
 import fnmatch
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -26,7 +31,10 @@ from pathlib import Path, PurePosixPath
 
 import tomllib
 
+from tracelint.engine.catalog import catalog
 from tracelint.engine.finding import Finding, Severity
+from tracelint.engine.thresholds import default as threshold_default
+from tracelint.engine.thresholds import unknown_key_message
 
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "env", ".env", "__pycache__", "build", "dist",
@@ -77,8 +85,10 @@ class Config:
     def excluded(self, path: Path) -> bool:
         return any(fnmatch.fnmatch(path.name, pattern.rstrip("/")) for pattern in self.exclude)
 
-    def threshold(self, key: str, default: float | None = None) -> float | None:
-        return dict(self.trace_thresholds).get(key, default)
+    def threshold(self, key: str) -> float | None:
+        """The user's value of a declared threshold key, else its declared default (None: a gate not set)."""
+        value = dict(self.trace_thresholds).get(key)
+        return threshold_default(key) if value is None else value
 
     def override(self, **changes) -> Config:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -92,6 +102,33 @@ def _strings(value, key: str, where: Path) -> tuple[str, ...]:
     return tuple(value)
 
 
+def selectors(values, where: str) -> tuple[str, ...]:
+    """Rule codes or code prefixes, upper-cased; ConfigError naming ``where`` for one that matches no rule."""
+    codes = sorted(catalog())
+    out = []
+    for value in values:
+        selector = value.strip().upper()
+        if not selector:
+            raise ConfigError(f"{where}: an empty code (it would match every rule)")
+        if not any(code.startswith(selector) for code in codes):
+            close = difflib.get_close_matches(selector, codes, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else "; `tracelint rules` lists the codes"
+            raise ConfigError(f"{where}: {value!r} matches no rule{hint}")
+        out.append(selector)
+    return tuple(out)
+
+
+def threshold_items(items, where: str) -> tuple[tuple[str, float], ...]:
+    """(key, value) pairs of declared threshold keys; ConfigError naming ``where`` for an unknown key."""
+    out = []
+    for key, value in items:
+        message = unknown_key_message(key)
+        if message is not None:
+            raise ConfigError(f"{where}: {message}")
+        out.append((key, value))
+    return tuple(out)
+
+
 def parse_config(table: dict, root: Path, where: Path) -> Config:
     known = {"select", "ignore", "per-file-ignores", "severities", "fail-on", "exclude", "extend-exclude", "trace"}
     unknown = set(table) - known
@@ -103,13 +140,20 @@ def parse_config(table: dict, root: Path, where: Path) -> Config:
         severities = tuple((k, Severity.parse(v)) for k, v in table.get("severities", {}).items())
         fail_on = Severity.parse(table.get("fail-on", "warning"))
         thresholds = tuple((k, float(v)) for k, v in table.get("trace", {}).items())
+        pfi_table = table.get("per-file-ignores", {})
+        pfi_items = list(pfi_table.items())
     except (ValueError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    pfi = tuple((pat, _strings(codes, "per-file-ignores", where)) for pat, codes in table.get("per-file-ignores", {}).items())
+    section = f"{where}: [tool.tracelint]"
+    thresholds = threshold_items(thresholds, f"{where}: [tool.tracelint.trace]")
+    severity_codes = selectors([k for k, _ in severities], f"{section} severities")
+    severities = tuple(zip(severity_codes, (s for _, s in severities), strict=True))
+    pfi = tuple((pat, selectors(_strings(codes, "per-file-ignores", where), f"{section} per-file-ignores"))
+                for pat, codes in pfi_items)
     return Config(
         root=root,
-        select=_strings(table.get("select", []), "select", where),
-        ignore=_strings(table.get("ignore", []), "ignore", where),
+        select=selectors(_strings(table.get("select", []), "select", where), f"{section} select"),
+        ignore=selectors(_strings(table.get("ignore", []), "ignore", where), f"{section} ignore"),
         per_file_ignores=pfi,
         severities=severities,
         fail_on=fail_on,

@@ -3,24 +3,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
-from enum import IntEnum
-from typing import Literal, Union
+from typing import Literal
 
-
-class Severity(IntEnum):
-    INFO = 0
-    WARNING = 1
-    ERROR = 2
-
-    @classmethod
-    def parse(cls, text: str) -> Severity:
-        try:
-            return cls[text.strip().upper()]
-        except KeyError:
-            raise ValueError(f"unknown severity {text!r} (expected info, warning or error)") from None
-
-    def __str__(self) -> str:
-        return self.name.lower()
+from tracelint.engine.severity import Severity
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +33,7 @@ class TraceLocation:
     source: SourceLocation | None = None
 
 
-Location = Union[SourceLocation, TraceLocation]
+Location = SourceLocation | TraceLocation
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +77,6 @@ class Finding:
         """The source position, for a source finding or a trace finding whose stack gives one."""
         loc = self.location
         return loc if isinstance(loc, SourceLocation) else loc.source
-
-    @property
-    def name(self) -> str:
-        from tracelint.engine.catalog import catalog
-
-        rule = catalog().get(self.code)
-        return rule.name if rule else self.code
 
     def fingerprint(self) -> str:
         """Stable across runs and line moves: code, path and message (not the line number) for a source finding;

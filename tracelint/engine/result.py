@@ -48,7 +48,11 @@ class RunResult:
     errors: list[InputError] = field(default_factory=list)
     files_checked: int = 0
     fixed: int = 0
-    reports: list = field(default_factory=list)  # the trace Reports, analyses included (tracelint.trace.Report)
+    # Files a folder search passed over and why (tracelint.trace.files.Skipped): notes, not errors.
+    skipped: list = field(default_factory=list)
+    # `tracelint verify`: one plain record per target (script or catalog pair), the JSON report's `verify` entries;
+    # the measured findings carry their own result in details["verification"].
+    verifications: list[dict] = field(default_factory=list)
 
     def exit_code(self, fail_on: Severity = Severity.WARNING, exit_zero: bool = False) -> int:
         if self.errors:

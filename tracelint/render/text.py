@@ -4,42 +4,29 @@ When traces were analysed, the first line is the verdict with its evidence (what
 that says so); then one block per trace and rank: its metrics in a compact table and its findings. Source findings
 follow as ``path:line:col: TL101 [*] message`` (``[*]``: a safe fix exists; columns 1-based; notebooks as
 ``nb.ipynb:cell 3:4:5:``), and a last line counts them. Color only when stdout is a terminal and NO_COLOR is unset.
+A ``tracelint verify`` result is one block per target instead: the baseline, a table of the measured fixes, and a
+legend of the statuses.
 """
 from __future__ import annotations
 
 import math
 import os
+import statistics
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 
 from tracelint.engine.finding import Finding, Severity, SourceLocation, TraceLocation
+from tracelint.engine.metrics import GPU_BUSY_PCT, registry
+from tracelint.engine.metrics import unit as metric_unit
 from tracelint.engine.result import RunResult, TraceSummary
 from tracelint.render._common import is_rank_summary, trace_context, verdict_line
 
-# Metrics shown first, in this order (by name prefix, then by substring); the rest keep the analyzer's order.
-METRIC_ORDER = (
-    "gpu_busy_pct", "gpu_busy", "gpu_idle", "idle", "h2d", "htod", "pageable", "pinned", "d2h", "dtoh", "sync",
-    "tensor_core", "matmul", "fp32", "step", "breakdown", "kernel", "launch", "peak_memory", "memory",
-    "device_memory",
-)
 _PAIRED_ABOVE = 6  # metrics beyond this count are laid out two per row
 
 
 # --- metric values ---------------------------------------------------------------------------------------------
-
-def metric_unit(key: str) -> str | None:
-    """The unit a metric's snake_case name carries: pct, bytes, us, ms or s (None: a plain number)."""
-    tokens = key.lower().replace(".", "_").split("_")
-    for unit in ("pct", "bytes", "us", "ms"):
-        if unit in tokens:
-            return unit
-    if "percent" in tokens:
-        return "pct"
-    if tokens[-1] in ("s", "sec", "seconds"):
-        return "s"
-    return None
-
 
 def format_metric(key: str, value: object) -> str:
     """A metric value for people: 81.2%, 1.5 GiB, 812 µs, 12.3 ms, 1,024; n/a for None and NaN."""
@@ -53,7 +40,7 @@ def format_metric(key: str, value: object) -> str:
             return "n/a"
         if math.isinf(number):
             return "inf" if number > 0 else "-inf"
-        unit = metric_unit(key)
+        unit = metric_unit(key)  # the registry's, or a finding detail's by its name
         if unit == "pct":
             return f"{number:.1f}%"
         if unit == "bytes":
@@ -121,19 +108,14 @@ def _tally(labels: dict) -> str:
 
 
 def ordered_metrics(metrics: dict) -> list[tuple[str, str]]:
-    """(name, formatted value), the important ones first (METRIC_ORDER). A time and its share of the same name
-    (``idle_host_sync_us`` and ``idle_host_sync_pct``) share one row; metrics that do not apply (None) are left
-    out (the JSON report keeps them)."""
+    """(name, formatted value) in the registry's order (tracelint.engine.metrics), undeclared ones after them in
+    the analyzer's order. A time and its share of the same name (``idle_host_sync_us`` and ``idle_host_sync_pct``)
+    share one row; metrics that do not apply (None) are left out (the JSON report keeps them)."""
     items = {k: v for k, v in flat_metrics(metrics) if v is not None}
+    order = _registry_order()
 
     def rank(key: str) -> int:
-        for i, pattern in enumerate(METRIC_ORDER):
-            if key.startswith(pattern):
-                return i
-        for i, pattern in enumerate(METRIC_ORDER):
-            if pattern in key:
-                return len(METRIC_ORDER) + i
-        return 2 * len(METRIC_ORDER)
+        return order.get(key.rsplit(".", 1)[-1], len(order))
 
     rows = []
     for key in sorted(items, key=rank):
@@ -146,6 +128,11 @@ def ordered_metrics(metrics: dict) -> list[tuple[str, str]]:
     return rows
 
 
+@lru_cache(maxsize=1)
+def _registry_order() -> dict[str, int]:
+    return {name: i for i, name in enumerate(registry())}
+
+
 def metrics_table(metrics: dict, indent: str = "  ") -> list[str]:
     rows = ordered_metrics(metrics)
     if not rows:
@@ -155,7 +142,7 @@ def metrics_table(metrics: dict, indent: str = "  ") -> list[str]:
     if len(rows) > _PAIRED_ABOVE:
         half = (len(rows) + 1) // 2
         left, right = rows[:half], rows[half:] + [("", "")] * (2 * half - len(rows))
-        table = [(a, b, "  " + c, d) for (a, b), (c, d) in zip(left, right)]
+        table = [(a, b, "  " + c, d) for (a, b), (c, d) in zip(left, right, strict=True)]
         text = tabulate(table, tablefmt="plain", colalign=("left", "right", "left", "right"), disable_numparse=True)
     else:
         text = tabulate(rows, tablefmt="plain", colalign=("left", "right"), disable_numparse=True)
@@ -189,6 +176,8 @@ class _Paint:
 # --- the report ------------------------------------------------------------------------------------------------
 
 def render(result: RunResult, *, color: bool | None = None) -> str:
+    if result.verifications:
+        return "\n\n".join(verify_block(target) for target in result.verifications) + "\n"
     paint = _Paint(color_wanted() if color is None else color)
     lines: list[str] = []
     placed: set[int] = set()
@@ -255,13 +244,14 @@ def spread_line(traces: list[TraceSummary]) -> str:
     busy = [(i, _busy(s)) for i, s in enumerate(traces) if math.isfinite(_busy(s))]
     if len(busy) > 1:
         lo, hi = min(busy, key=lambda t: t[1]), max(busy, key=lambda t: t[1])
-        text += (f"; gpu_busy_pct {format_metric('gpu_busy_pct', lo[1])} ({labels[lo[0]]})"
-                 f" to {format_metric('gpu_busy_pct', hi[1])} ({labels[hi[0]]})")
+        name = GPU_BUSY_PCT.name
+        text += (f"; {name} {format_metric(name, lo[1])} ({labels[lo[0]]})"
+                 f" to {format_metric(name, hi[1])} ({labels[hi[0]]})")
     return text
 
 
 def _busy(summary: TraceSummary) -> float:
-    value = summary.metrics.get("gpu_busy_pct")
+    value = GPU_BUSY_PCT.of(summary.metrics)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.inf
 
 
@@ -354,3 +344,89 @@ def count_line(result: RunResult, paint: _Paint) -> str:
 
 def _plural(n: int, word: str, words: str | None = None) -> str:
     return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+# --- tracelint verify ------------------------------------------------------------------------------------------
+
+VERIFY_FIX_WIDTH = 60  # the fix column of the verify table; longer titles end in "…"
+
+
+def verify_block(target: dict) -> str:
+    """One ``tracelint verify`` target (a ``RunResult.verifications`` record): settings, baseline, the table of
+    measured fixes with its failures and, under --trace, the analyzer's verdict before → after each fix."""
+    from tabulate import tabulate
+
+    from tracelint.verify.stats import LEGEND
+
+    s, baseline = target["settings"], target["baseline"]
+    lines = [f"tracelint verify {target['target']}",
+             f"{target['device']} · torch {target['torch']} · per run: {s['warmup']} warm-up steps, then "
+             f"{s['blocks']} blocks × {s['steps']} steps, one device synchronize per block"]
+    if not target["timing_claims"]:
+        lines.append("note: timings on the CPU are not claims about a GPU (--device cpu is for testing the harness)")
+    if baseline["status"] == "ok":
+        runs = " / ".join(f"{statistics.median(r):.2f}" for r in baseline["runs_ms"] if r)
+        lines.append(f"baseline: {_timing_cell(baseline['median_ms'], baseline['spread'])} ms/step; runs (first / "
+                     f"last): {runs} ms; noise ±{baseline['noise_pct']:.1f}%")
+    elif baseline["reason"] is not None:
+        lines.append(f"baseline failed: {baseline['reason']}")
+        lines.extend(_indented(baseline["stderr_tail"]))
+    lines.extend(f"note: {n}" for n in target["notes"])
+    variants = target["variants"]
+    if not variants:
+        return "\n".join(lines)
+    table = []
+    for entry in variants:
+        m = entry["verification"]
+        table.append((
+            entry["location"] or "—", entry["rule"], _short(_fix_label(m)),
+            _timing_cell(m["baseline_ms"], m["spread"]["baseline"]), _timing_cell(m["fixed_ms"], m["spread"]["fixed"]),
+            f"{m['speedup']:.2f}×" if m["speedup"] else "—", m["status"],
+        ))
+    lines += ["", tabulate(table, headers=["location", "rule", "fix", "baseline ms", "fixed ms", "speedup", "status"],
+                           tablefmt="simple", disable_numparse=True)]
+    for entry in variants:
+        follow_ups = entry["verification"]["follow_ups"]
+        if follow_ups:
+            lines.append(f"  {entry['key']} also applies the fixes it exposes: {', '.join(follow_ups)}")
+    for entry in variants:
+        m = entry["verification"]
+        if m["stderr_tail"] is not None:  # a run that failed (a variant not run for a failed baseline has none)
+            lines += ["", f"{entry['key']} failed: {m['reason']}", *_indented(m["stderr_tail"])]
+    if "trace" in baseline:
+        lines += ["", *_verify_trace_lines(target)]
+    lines += ["", LEGEND]
+    return "\n".join(lines)
+
+
+def _verify_trace_lines(target: dict) -> list[str]:
+    """--trace: the analyzer's verdict on the profiled steps, baseline → each variant."""
+    from tracelint.verify.tracing import metric_for, summary_of
+
+    lines = ["trace analysis (a few steps profiled after the timed blocks):"]
+    before = target["baseline"]["trace"]
+    for entry in target["variants"]:
+        metric = metric_for(entry["rule"])
+        after = entry["verification"]["trace"]
+        lines.append(f"  {entry['key']}: trace: {summary_of(before, metric)} → {summary_of(after, metric)}")
+    return lines
+
+
+def _fix_label(measured: dict) -> str:
+    if measured["precision"]:
+        return f"{measured['fix']} (unsafe: changes numerics)"
+    return f"{measured['fix']} ({'safe' if measured['safe'] else 'unsafe'})"
+
+
+def _timing_cell(median: float | None, spread: list | None) -> str:
+    if median is None:
+        return "—"
+    return f"{median:.2f} ({spread[0]:.2f}–{spread[1]:.2f})" if spread else f"{median:.2f}"
+
+
+def _short(text: str, width: int = VERIFY_FIX_WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _indented(text: str | None) -> list[str]:
+    return [f"  | {line}" for line in text.splitlines()] if text else []

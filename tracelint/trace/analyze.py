@@ -3,8 +3,8 @@
 ``analyze_trace(path)`` reads one file: one TraceAnalysis (and TraceSummary) per device with GPU activity — one for
 a CPU-only trace, whose verdict is ``unknown`` — then runs every discovered TraceRule on each.
 
-``analyze_paths(paths)`` reads many: a file gives one Report; a directory gives one per ``*.trace.json[.gz]`` in it
-(every ``*.json``/``*.json.gz`` when it has none). Reports whose files sit in one directory and look like the ranks of one job (same world size, distinct
+``analyze_paths(paths)`` reads many: a file gives one Report; a directory one per trace in it (the rule of
+tracelint.trace.files, which also names the JSON files it skipped). Reports whose files sit in one directory and look like the ranks of one job (same world size, distinct
 ranks, profiled within ten minutes of each other) are followed by one more Report for that directory, the rank
 summary: its verdict is the slowest rank's (largest mean step time), and its metrics give the spread across ranks.
 An unreadable file becomes an InputError, never an exception.
@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracelint.engine import Config, Finding, InputError, TraceSummary, discover
-from tracelint.trace.load import TraceReadError, open_trace
-from tracelint.trace.metrics import DEFAULT_MIN_GAP_US, TraceAnalysis, analyze_device
+from tracelint.engine import metrics as M
+from tracelint.trace.files import Skipped, traces_in
+from tracelint.trace.load import NotATrace, TraceReadError, open_trace
+from tracelint.trace.metrics import TraceAnalysis, analyze_device
 from tracelint.trace.model import TraceModel, build_model
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.verdict import decide
+from tracelint.trace.verdict import Verdict, decide
 
 _SAME_JOB_SECONDS = 600.0
 
@@ -99,17 +101,14 @@ def report_from_model(path: str, model: TraceModel, *, config: Config | None = N
                       truncated: bool = False) -> Report:
     """The Report of an already built model (tests build models from event lists)."""
     config = config or Config()
-    min_gap = config.threshold("min-idle-gap-us", DEFAULT_MIN_GAP_US)
+    min_gap = config.threshold("min-idle-gap-us")
     devices = _devices_by_activity(model) or [None]
-    analyses = []
-    for device in devices:
-        analysis = analyze_device(path, model, device, min_gap_us=min_gap, warnings=warnings, truncated=truncated)
-        verdict = decide(analysis.metrics, config, cpu_only=device is None, min_gap_us=min_gap, truncated=truncated)
-        analysis.verdict, analysis.evidence = verdict.kind, verdict.evidence
-        analyses.append(analysis)
-    findings = _run_rules(analyses, config)
-    summaries = [TraceSummary(path, a.verdict, a.evidence, a.metrics, rank=a.rank, warnings=warnings)
-                 for a in analyses]
+    analyses = [analyze_device(path, model, device, min_gap_us=min_gap, warnings=warnings, truncated=truncated)
+                for device in devices]
+    verdicts = [decide(a.metrics, config, cpu_only=a.device is None, truncated=truncated) for a in analyses]
+    findings = _run_rules(analyses, verdicts, config)
+    summaries = [TraceSummary(path, v.kind, v.evidence, a.metrics, rank=a.rank, warnings=warnings)
+                 for a, v in zip(analyses, verdicts, strict=True)]
     return Report(path, summaries, findings, warnings, analyses)
 
 
@@ -121,7 +120,7 @@ def _devices_by_activity(model: TraceModel) -> list[int]:
     return sorted(busy, key=lambda d: (-busy[d], d))
 
 
-def _run_rules(analyses: list[TraceAnalysis], config: Config) -> list[Finding]:
+def _run_rules(analyses: list[TraceAnalysis], verdicts: list[Verdict], config: Config) -> list[Finding]:
     rules = [cls() for cls in discover("tracelint.trace.rules", TraceRule) if config.enabled(cls.code)]
     seen: set[tuple] = set()
     findings: list[Finding] = []
@@ -133,23 +132,15 @@ def _run_rules(analyses: list[TraceAnalysis], config: Config) -> list[Finding]:
             seen.add(key)
             findings.append(kept)
 
-    for analysis in analyses:
+    for analysis, verdict in zip(analyses, verdicts, strict=True):
         for rule in rules:
-            for finding in rule.check(analysis, config):
+            for finding in rule.check(analysis, verdict, config):
                 add(finding)
     findings.sort(key=Finding.sort_key)
     return findings
 
 
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def _trace_files(directory: Path) -> list[Path]:
-    """The traces of a folder: its ``*.trace.json[.gz]`` files when it has any (so that a manifest or config next
-    to them is not read as a trace), else every ``*.json`` / ``*.json.gz``."""
-    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")))
-    traces = [p for p in files if p.name.endswith((".trace.json", ".trace.json.gz"))]
-    return traces or files
 
 
 class _ProgressLine:
@@ -174,16 +165,19 @@ class _ProgressLine:
             print(f"\rtracelint: read {self.path.name}" + " " * 30, file=sys.stderr, flush=True)
 
 
-def analyze_paths(paths: Iterable, *, config: Config | None = None, progress: bool = False) -> Iterator[Report | InputError]:
-    """A Report per trace file (directories: every *.json / *.json.gz in them), then the rank summaries."""
+def analyze_paths(paths: Iterable, *, config: Config | None = None,
+                  progress: bool = False) -> Iterator[Report | InputError | Skipped]:
+    """A Report per trace file, then the rank summaries; a directory gives its traces by the rule of
+    tracelint.trace.files, and a Skipped record for each JSON file in it that is not a trace."""
     config = config or Config()
     by_dir: dict[Path, list[Report]] = {}
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            files = _trace_files(path)
+        searched = path.is_dir()
+        if searched:
+            files = traces_in(path, named_only=False, excluded=config.excluded)
             if not files:
-                yield InputError(str(path), "no *.json or *.json.gz trace in this directory")
+                yield InputError(str(path), "no trace (*.json, *.json.gz) in this directory")
         elif path.exists():
             files = [path]
         else:
@@ -193,6 +187,10 @@ def analyze_paths(paths: Iterable, *, config: Config | None = None, progress: bo
             line = _ProgressLine(file) if progress else None
             try:
                 report = analyze_trace(file, config=config, progress=line)
+            except NotATrace as exc:
+                # found by a folder search, other JSON is no error (tracelint.trace.files); named by the user, it is
+                yield Skipped(str(file), str(exc)) if searched else InputError(str(file), str(exc))
+                continue
             except TraceReadError as exc:
                 yield InputError(str(file), str(exc))
                 continue
@@ -230,7 +228,7 @@ def rank_summary(directory: Path, reports: list[Report]) -> Report | None:
         key = _job_key(report)
         if key is not None:
             groups.setdefault(key, []).append(report)
-    for key, members in groups.items():
+    for members in groups.values():
         ranks = [m.analyses[0].rank for m in members]
         starts = [s for s in map(_start, members) if s is not None]
         # Trace clocks are µs since the epoch (or since boot) on every rank of one job: ranks profiled at the
@@ -246,13 +244,13 @@ def rank_summary(directory: Path, reports: list[Report]) -> Report | None:
 def _summarize_ranks(directory: Path, members: list[Report]) -> Report:
     def step_time(report: Report) -> float:
         m = report.metrics
-        return m.get("step_cpu_us_mean") or m.get("step_gpu_span_us_mean") or 0.0
+        return M.STEP_CPU_US_MEAN.of(m) or M.STEP_GPU_SPAN_US_MEAN.of(m) or 0.0
 
     ordered = sorted(members, key=step_time)
     fastest, slowest = ordered[0], ordered[-1]
     slow_t, fast_t = step_time(slowest), step_time(fastest)
     spread = round(100.0 * (slow_t - fast_t) / fast_t, 1) if fast_t else None
-    busy = [r.metrics.get("gpu_busy_pct") for r in members if r.metrics.get("gpu_busy_pct") is not None]
+    busy = [M.GPU_BUSY_PCT.of(r.metrics) for r in members if M.GPU_BUSY_PCT.of(r.metrics) is not None]
     metrics = {
         "ranks": len(members),
         "world_size": slowest.analyses[0].model.world_size,

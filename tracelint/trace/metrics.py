@@ -1,46 +1,9 @@
 """Per-device metrics of a trace model: what the GPU did during the profiled steps, and why it waited.
 
-Definitions, exactly as computed (times in µs of the trace clock; "launched in a step" means the runtime/driver
-call that launched the work starts inside that step's CPU ``ProfilerStep#N`` span; without steps the whole trace is
-one window, step 0, and every GPU event counts as launched in it):
-
-- ``steps``: number of ProfilerStep spans (1 for a trace without steps). ``step_cpu_us_mean``: mean CPU span of a
-  step. ``step_gpu_span_us_mean``: mean, over steps, of first start to last end of the GPU work launched in it.
-- ``gpu_window_us``: first start to last end of the device's kernels/copies/memsets launched in the steps.
-- ``gpu_busy_us`` / ``gpu_busy_pct``: length of the union of every kernel, copy and memset interval of the device
-  (any stream, whatever launched it), clipped to the window; percent of ``gpu_window_us``.
-- ``gpu_idle_us``: window minus busy. Idle gaps are the holes in that union. A gap shorter than
-  ``min_gap_us`` (5 µs; threshold ``min-idle-gap-us``) is device-side scheduling between back-to-back work and is
-  counted as ``idle_short_gap_us``. A longer gap is charged to the host thread that launched the work ending it
-  (the main thread when that launch is unknown), split by what that thread did during the gap:
-  ``data_wait`` = time inside ``enumerate(DataLoader)#…__next__``; ``host_sync`` = the rest of the gap when the
-  gap began while the thread was blocked in a device synchronization (cudaStreamSynchronize, cudaDeviceSynchronize,
-  cudaEventSynchronize, a blocking cudaMemcpy, their hip/cu twins — what ``.item()``/``.cpu()`` do: the sync drained
-  the queue, so everything until the next launch is its cost), else the time the gap overlaps such a call;
-  ``launch_overhead`` = of what remains, the time the thread was inside any CPU op or runtime call (issuing
-  work: CPU-bound); ``other`` = the rest, when it ran no profiled op (Python between ops, un-profiled work, sleep).
-  ``idle_<cause>_us`` and ``idle_<cause>_pct`` (percent of ``gpu_idle_us``; the five parts sum to 100).
-  ``idle_gap_count``: gaps of at least ``min_gap_us``.
-- ``h2d_bytes`` / ``h2d_time_us``: bytes and summed duration of host-to-device copies (``HtoD`` in the name)
-  launched in the steps; ``h2d_pageable_*`` / ``h2d_pinned_*`` the part from pageable / pinned host memory (ROCm's
-  ``Host -> Device`` says neither). ``h2d_pct_of_gpu_busy``: union of the HtoD copy intervals in the window over
-  ``gpu_busy_us``. ``dtoh_count`` / ``dtoh_per_step``: device-to-host copies launched in the steps.
-- ``kernel_count``, ``kernels_per_step``, ``kernel_time_us`` (summed durations), ``mean_kernel_us``: kernels
-  launched in the steps. ``launch_delay_us``: median of kernel start minus its launch call's start.
-- ``tensor_core_pct``: kernel time of kernels ``classify_kernel`` puts on Tensor Cores over all kernel time.
-  ``matmul_time_us``: time of matmul and conv kernels; ``matmul_tensor_core_pct``: their Tensor Core part over it
-  (None without matmul/conv kernels); ``fp32_matmul_off_tc_pct``: their plain-fp32 CUDA-core part over it.
-- ``host_syncs_per_step``: device synchronization calls (list above) made inside the steps, per step.
-- Step breakdown (host timeline, per step, then the mean over steps; ``breakdown_<part>_us`` and ``_pct`` of the
-  step's CPU span): ``data`` = union of the main thread's DataLoader ``__next__`` spans; ``optimizer`` = union of
-  ``Optimizer.step#…`` and ``Optimizer.zero_grad#…`` spans; ``backward`` = from the first to the last autograd op
-  of the step (``autograd::engine::evaluate_function: …``, ``*Backward<N>``, ``AccumulateGrad``; any thread),
-  less data and optimizer time; ``forward`` = from the end of the last data span before the backward (or the step
-  start) to the backward's start — to the step end when the step has no backward — less optimizer time;
-  ``other`` = the rest of the step.
-- ``peak_memory_bytes``: largest ``Total Allocated`` of the device's ``[memory]`` events (None without them);
-  ``device_memory_bytes``: ``totalGlobalMem`` of the device; ``peak_memory_pct``: their ratio.
-  ``allocations_per_step``: device allocations (``[memory]`` events with positive bytes) inside steps, per step.
+Every metric computed here is declared, with its unit and its written definition, in ``tracelint.engine.metrics``
+(``tracelint metrics`` prints them); a test keeps the two sets equal and checks the values against an independent
+computation on real traces (tests/trace/test_metrics_reference.py). Times are µs of the trace clock; GPU work
+belongs to the step whose ``ProfilerStep#N`` span contains the start of the call that launched it.
 """
 from __future__ import annotations
 
@@ -54,10 +17,10 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from tracelint.engine import SourceLocation, TraceLocation
-from tracelint.trace.model import KERNEL, MEMCPY, SYNC_CALLS, GpuEvent, Op, TraceModel
+from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
+from tracelint.engine.thresholds import default as threshold_default
+from tracelint.trace.model import D2H, H2D, KERNEL, PAGEABLE, PINNED, SYNC_CALLS, GpuEvent, Op, TraceModel
 
-DEFAULT_MIN_GAP_US = 5.0
-CAUSES = ("data_wait", "host_sync", "launch_overhead", "other", "short_gap")
 _BACKWARD = re.compile(r"Backward\d*$")
 _SYNC_TOLERANCE_US = 20.0  # the host's sync returns a few µs after the GPU's last work ends
 
@@ -109,8 +72,6 @@ class TraceAnalysis:
     gaps: list[Gap]
     steps: list[StepStats]
     window: tuple[float, float] | None
-    verdict: str = "unknown"
-    evidence: str = ""
     warnings: tuple[str, ...] = ()  # the loader's notes (truncation, repaired values, skipped events)
     truncated: bool = False  # the file ended early (a killed run): the last step may be partial
     _kernel_classes: dict = field(default_factory=dict, repr=False)
@@ -246,9 +207,12 @@ def is_host_sync(name: str) -> bool:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_us: float = DEFAULT_MIN_GAP_US,
+def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_us: float | None = None,
                    warnings: tuple[str, ...] = (), truncated: bool = False) -> TraceAnalysis:
-    """Compute the metrics of one device (None: a trace with no GPU activity) of a trace model."""
+    """Compute the metrics of one device (None: a trace with no GPU activity) of a trace model; ``min_gap_us``
+    defaults to the declared ``min-idle-gap-us``."""
+    if min_gap_us is None:
+        min_gap_us = threshold_default("min-idle-gap-us")
     events = [g for g in model.gpu if g.device == device] if device is not None else []
     launched = [g for g in events if g.step is not None]
     window = (min(g.start for g in launched), max(g.end for g in launched)) if launched else None
@@ -266,7 +230,7 @@ def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_
     analysis = TraceAnalysis(path, model, device, events, m, [], [], window, warnings=warnings, truncated=truncated)
 
     busy_starts, busy_ends, first_event = _busy_union(events, window)
-    busy = sum(e - s for s, e in zip(busy_starts, busy_ends))
+    busy = sum(e - s for s, e in zip(busy_starts, busy_ends, strict=True))
     window_us = window[1] - window[0] if window else None
     m["gpu_window_us"] = _r(window_us)
     m["gpu_busy_us"] = _r(busy) if window else None
@@ -279,7 +243,7 @@ def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_
     m["idle_gap_count"] = len(gaps)
     if idle is not None:
         split["short_gap"] = max(0.0, idle - sum(split.values()))
-    for cause in CAUSES:
+    for cause in IDLE_CAUSES:
         m[f"idle_{cause}_us"] = _r(split.get(cause)) if window else None
         m[f"idle_{cause}_pct"] = _pct(split.get(cause, 0.0), idle) if window else None
 
@@ -359,18 +323,14 @@ def _idle_causes(model: TraceModel, starts, ends, first, min_gap_us: float) -> t
         launch += lo
         other += ot
         parts = (d, h, lo, ot)
-        gaps.append(Gap(a, b, CAUSES[parts.index(max(parts))], tid, opener.step))
+        gaps.append(Gap(a, b, IDLE_CAUSES[parts.index(max(parts))], tid, opener.step))
     return {"data_wait": data_wait, "host_sync": host_sync, "launch_overhead": launch, "other": other}, gaps
 
 
-def _is_h2d(name: str) -> bool:
-    return "HtoD" in name or "Host -> Device" in name
-
-
 def _copy_metrics(m: dict, launched: list[GpuEvent], window, busy: float, n_windows: int) -> None:
-    h2d = [g for g in launched if g.kind == MEMCPY and _is_h2d(g.name)]
-    pageable = [g for g in h2d if "Pageable" in g.name]
-    pinned = [g for g in h2d if "Pinned" in g.name]
+    h2d = [g for g in launched if g.direction == H2D]
+    pageable = [g for g in h2d if g.host_memory == PAGEABLE]
+    pinned = [g for g in h2d if g.host_memory == PINNED]
 
     def total_bytes(items):
         return sum(g.bytes or 0 for g in items)
@@ -388,10 +348,10 @@ def _copy_metrics(m: dict, launched: list[GpuEvent], window, busy: float, n_wind
     if window:
         w0, w1 = window
         starts, ends = merge((max(g.start, w0), min(g.end, w1)) for g in h2d)
-        m["h2d_pct_of_gpu_busy"] = _pct(sum(e - s for s, e in zip(starts, ends)), busy)
+        m["h2d_pct_of_gpu_busy"] = _pct(sum(e - s for s, e in zip(starts, ends, strict=True)), busy)
     else:
         m["h2d_pct_of_gpu_busy"] = None
-    dtoh = sum(1 for g in launched if g.kind == MEMCPY and ("DtoH" in g.name or "Device -> Host" in g.name))
+    dtoh = sum(1 for g in launched if g.direction == D2H)
     m["dtoh_count"] = dtoh
     m["dtoh_per_step"] = round(dtoh / n_windows, 2)
 
@@ -448,7 +408,7 @@ def _step_stats(model: TraceModel, launched: list[GpuEvent], device: int | None)
             gpu_hi[i] = g.end
         if g.kind == KERNEL:
             kernels[i] += 1
-        elif g.kind == MEMCPY and "DtoH" in g.name:
+        elif g.direction == D2H:
             dtoh[i] += 1
     syncs = [0] * n
     for c in model.runtime:
@@ -494,7 +454,7 @@ def _breakdowns(model: TraceModel, spans) -> list[dict]:
 def _step_metrics(m: dict, steps: list[StepStats], n_windows: int) -> None:
     if not steps:
         m["step_cpu_us_mean"] = m["step_gpu_span_us_mean"] = None
-        for part in ("data", "forward", "backward", "optimizer", "other"):
+        for part in STEP_PARTS:
             m[f"breakdown_{part}_us"] = m[f"breakdown_{part}_pct"] = None
         m["host_syncs_per_step"] = None
         return
@@ -502,7 +462,7 @@ def _step_metrics(m: dict, steps: list[StepStats], n_windows: int) -> None:
     spans = [s.gpu_span_us for s in steps if s.gpu_span_us is not None]
     m["step_cpu_us_mean"] = _r(cpu)
     m["step_gpu_span_us_mean"] = _r(statistics.fmean(spans)) if spans else None
-    for part in ("data", "forward", "backward", "optimizer", "other"):
+    for part in STEP_PARTS:
         mean = statistics.fmean(s.breakdown[part] for s in steps)
         m[f"breakdown_{part}_us"] = _r(mean)
         m[f"breakdown_{part}_pct"] = _pct(mean, cpu)

@@ -7,7 +7,7 @@ GPU activity (kernels, copies, memsets), ``cuda_sync`` events, user-code ``pytho
 samples and the top-level device / distributed facts. PyTorch <= 1.9 categories (``Operator``, ``Runtime``,
 ``Kernel``, ``Memcpy``, ``Memset``) are read the same way.
 
-GPU work is assigned to a step by its launch (DESIGN: the GPU lags the CPU), never by time overlap: a GPU event
+GPU work is assigned to a step by its launch (the GPU lags the CPU: on a GPU-bound run a step's host span is a fraction of the GPU time it launches), never by time overlap: a GPU event
 belongs to the step whose CPU ``ProfilerStep#N`` span contains the start of the runtime/driver call that launched
 it. A trace without steps is one window (step 0) and says so in ``has_steps``.
 
@@ -117,6 +117,39 @@ class GpuEvent(NamedTuple):
     bytes: int | None
     launch: RuntimeCall | None
     step: int | None
+
+    @property
+    def direction(self) -> str | None:
+        """H2D, D2H or D2D for a copy (``copy_direction``), None for anything else."""
+        return copy_direction(self.name) if self.kind == MEMCPY else None
+
+    @property
+    def host_memory(self) -> str | None:
+        """PAGEABLE or PINNED for a copy that names its host side, else None (ROCm names neither)."""
+        return _host_memory(self.name) if self.kind == MEMCPY else None
+
+
+# Copy directions and host memory kinds, from the copy's name: CUDA writes ``Memcpy HtoD (Pageable -> Device)``,
+# ``Memcpy DtoH (Device -> Pinned)``, ``Memcpy DtoD (Device -> Device)``; ROCm ``Memcpy HtoD (Host -> Device)`` or
+# only ``(Host -> Device)``. This is the one place that reads them.
+H2D, D2H, D2D = "HtoD", "DtoH", "DtoD"
+PAGEABLE, PINNED = "pageable", "pinned"
+_DIRECTION_WORDS = ((H2D, ("HtoD", "Host -> Device")), (D2H, ("DtoH", "Device -> Host")),
+                    (D2D, ("DtoD", "Device -> Device")))
+
+
+@lru_cache(maxsize=4096)
+def copy_direction(name: str) -> str | None:
+    """H2D, D2H or D2D for a copy's name; None when the name says no direction."""
+    for direction, words in _DIRECTION_WORDS:
+        if any(w in name for w in words):
+            return direction
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _host_memory(name: str) -> str | None:
+    return PAGEABLE if "Pageable" in name else PINNED if "Pinned" in name else None
 
 
 class SyncEvent(NamedTuple):
@@ -259,7 +292,7 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
     parts = map_parts(_collect) if map_parts is not None else [_collect(chunks)]
     lists = parts[0]
     for part in parts[1:]:
-        for kept, more in zip(lists, part):
+        for kept, more in zip(lists, part, strict=True):
             kept += more
     steps, ops, runtime, gpu_raw, syncs, frames, memory, skipped = lists
     model = TraceModel()

@@ -8,10 +8,13 @@ from tracelint.engine import Config, Finding, Rule
 
 if TYPE_CHECKING:
     from tracelint.trace.metrics import TraceAnalysis
+    from tracelint.trace.verdict import Verdict
 
 
 class TraceRule(Rule):
-    """Reads one device's analysis of a trace (model + metrics + gaps + steps) and yields findings."""
+    """Reads one device's analysis of a trace (model + metrics + gaps + steps) and its verdict, and yields findings.
 
-    def check(self, analysis: TraceAnalysis, config: Config) -> Iterable[Finding]:
+    Thresholds: ``config.threshold(KEY)`` for a key declared in the rule's rules/ file (``thresholds:``)."""
+
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         raise NotImplementedError

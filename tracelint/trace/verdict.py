@@ -1,6 +1,6 @@
 """The verdict of one device: what bounds the step, in one word and one line of evidence.
 
-Decision rule, over the metrics of tracelint.trace.metrics (thresholds are config keys of [tool.tracelint.trace]):
+Decision rule, over the metrics of tracelint.engine.metrics (thresholds: tracelint.engine.thresholds.VERDICT):
 
 1. ``unknown`` when there is nothing to judge: no GPU activity at all (a CPU-only trace, or a truncated one cut
    before its GPU events), GPU activity but none
@@ -23,10 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracelint.engine import Config
+from tracelint.engine import metrics as M
 
 INPUT_BOUND, CPU_BOUND, GPU_BOUND, UNKNOWN = "input-bound", "cpu-bound", "gpu-bound", "unknown"
-DEFAULT_GPU_BOUND_BUSY_PCT = 80.0
-DEFAULT_INPUT_BOUND_DATA_WAIT_PCT = 50.0
 
 _HOST_CAUSES = {
     "host_sync": "the host waits in device synchronizations (.item(), .cpu(), synchronize)",
@@ -49,41 +48,42 @@ def _f(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
 
-def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = False, min_gap_us: float = 5.0,
-           truncated: bool = False) -> Verdict:
+def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = False, truncated: bool = False) -> Verdict:
     """The verdict of one device's metrics (see the module docstring for the rule)."""
     config = config or Config()
-    busy_limit = config.threshold("gpu-bound-busy-pct", DEFAULT_GPU_BOUND_BUSY_PCT)
-    data_limit = config.threshold("input-bound-data-wait-pct", DEFAULT_INPUT_BOUND_DATA_WAIT_PCT)
-    where = "of the step window" if metrics.get("has_steps") else "of the trace (no ProfilerStep: whole trace analysed)"
+    busy_limit = config.threshold("gpu-bound-busy-pct")
+    data_limit = config.threshold("input-bound-data-wait-pct")
+    min_gap_us = config.threshold("min-idle-gap-us")
+    where = "of the step window" if M.HAS_STEPS.of(metrics) else "of the trace (no ProfilerStep: whole trace analysed)"
 
-    if cpu_only or not metrics.get("gpu_events"):
+    if cpu_only or not M.GPU_EVENTS.of(metrics):
         if truncated:  # Kineto writes the CPU events first: a cut file may simply end before the GPU ones
             return Verdict(UNKNOWN, "unknown: no GPU activity in the part of the trace before the cut (truncated file)")
         return Verdict(UNKNOWN, "unknown: no GPU activity in the trace (CPU-only profile)")
-    busy = metrics.get("gpu_busy_pct")
-    if busy is None or not metrics.get("gpu_window_us"):
+    busy = M.GPU_BUSY_PCT.of(metrics)
+    if busy is None or not M.GPU_WINDOW_US.of(metrics):
         return Verdict(UNKNOWN, "unknown: no GPU activity launched inside the profiled steps")
     if busy >= busy_limit:
         extra = ""
-        mm = metrics.get("matmul_time_us") or 0.0
-        kernel_time = metrics.get("kernel_time_us") or 0.0
+        mm = M.MATMUL_TIME_US.of(metrics) or 0.0
+        kernel_time = M.KERNEL_TIME_US.of(metrics) or 0.0
         if kernel_time and mm:
             extra = f"; matmul/conv kernels take {_f(100.0 * mm / kernel_time)}% of kernel time"
-        h2d = metrics.get("h2d_pct_of_gpu_busy") or 0.0
+        h2d = M.H2D_PCT_OF_GPU_BUSY.of(metrics) or 0.0
         if h2d >= 10.0:
-            pageable = (metrics.get("h2d_pageable_bytes") or 0) > (metrics.get("h2d_pinned_bytes") or 0)
+            pageable = (M.H2D_PAGEABLE_BYTES.of(metrics) or 0) > (M.H2D_PINNED_BYTES.of(metrics) or 0)
             extra += f"; host-to-device copies{' from pageable memory' if pageable else ''} fill {_f(h2d)}% of the busy time"
         return Verdict(GPU_BOUND, f"gpu-bound: GPU busy {_f(busy)}% {where}{extra}")
     idle = 100.0 - busy
-    data = metrics.get("idle_data_wait_pct") or 0.0
+    data = M.IDLE_PCT["data_wait"].of(metrics) or 0.0
     if data >= data_limit:
         return Verdict(INPUT_BOUND, f"input-bound: GPU idle {_f(idle)}% {where}; {_f(data)}% of that idle time "
                                     "the main thread waits in DataLoader.__next__")
-    cause = max(_HOST_CAUSES, key=lambda c: metrics.get(f"idle_{c}_pct") or 0.0)
-    share = metrics.get(f"idle_{cause}_pct") or 0.0
+    cause = max(_HOST_CAUSES, key=lambda c: M.IDLE_PCT[c].of(metrics) or 0.0)
+    share = M.IDLE_PCT[cause].of(metrics) or 0.0
     text = _HOST_CAUSES[cause].format(gap=_f(min_gap_us))
     tail = ""
-    if cause in ("launch_overhead", "short_gap") and metrics.get("kernels_per_step"):
-        tail = f" ({metrics['kernels_per_step']:.0f} kernels per step, mean {metrics.get('mean_kernel_us') or 0:.1f} µs)"
+    per_step = M.KERNELS_PER_STEP.of(metrics)
+    if cause in ("launch_overhead", "short_gap") and per_step:
+        tail = f" ({per_step:.0f} kernels per step, mean {M.MEAN_KERNEL_US.of(metrics) or 0:.1f} µs)"
     return Verdict(CPU_BOUND, f"cpu-bound: GPU idle {_f(idle)}% {where}; {_f(share)}% of that idle time {text}{tail}")

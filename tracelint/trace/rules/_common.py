@@ -1,4 +1,6 @@
-"""Helpers the trace rules share: thresholds with catalog defaults, finding construction, number formatting."""
+"""Helpers the trace rules share: finding construction, number formatting, source lines.
+
+Thresholds are ``config.threshold(KEY)``: declared in the rule's rules/ file (tracelint.engine.thresholds)."""
 from __future__ import annotations
 
 import re
@@ -6,17 +8,7 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-from tracelint.engine import Config, Finding, Location, SourceLocation
-
-
-def threshold(rule, config: Config | None, key: str, fallback: float) -> float:
-    """A rule threshold: the user's ``[tool.tracelint.trace]`` value, else the rule doc's default, else fallback."""
-    try:
-        default = rule.doc().thresholds.get(key, fallback)
-    except KeyError:  # rule file missing from the catalog: keep working on the fallback
-        default = fallback
-    value = config.threshold(key, default) if config is not None else default
-    return fallback if value is None else float(value)
+from tracelint.engine import Finding, Location, SourceLocation
 
 
 def finding(rule, message: str, location: Location, **details) -> Finding:

@@ -7,28 +7,30 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from tracelint.engine import Config, Finding
+from tracelint.engine import metrics as M
 from tracelint.trace.metrics import TraceAnalysis, is_dataloader_next
-from tracelint.trace.model import MEMCPY
+from tracelint.trace.model import H2D, PAGEABLE
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, mib, ms, pct, refine_source, threshold
+from tracelint.trace.rules._common import finding, mib, ms, pct, refine_source
+from tracelint.trace.verdict import Verdict
 
 _TO_DEVICE = re.compile(r"\.to\(|\.cuda\(")
 _LOOP = re.compile(r"^\s*for .* in |next\(")
 
 
-class InputBound(TraceRule):
+class DataloaderWithoutWorkers(TraceRule):
     """The GPU idles while the launching thread waits in DataLoader ``__next__`` (metrics' ``idle_data_wait``)."""
 
     code = "TL201"
 
-    def check(self, analysis: TraceAnalysis, config: Config) -> Iterable[Finding]:
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         m = analysis.metrics
-        busy, data_pct = m.get("gpu_busy_pct"), m.get("idle_data_wait_pct")
+        busy, data_pct = M.GPU_BUSY_PCT.of(m), M.IDLE_PCT["data_wait"].of(m)
         if busy is None or data_pct is None:
             return
         idle_pct = 100.0 - busy
-        if data_pct < threshold(self, config, "dataloader-min-wait-pct", 30.0) or \
-                idle_pct < threshold(self, config, "dataloader-min-gpu-idle-pct", 10.0):
+        if data_pct < config.threshold("dataloader-min-wait-pct") or \
+                idle_pct < config.threshold("dataloader-min-gpu-idle-pct"):
             return
         model = analysis.model
         waits = [o for o in model.ops_on(model.main_tid)[1] if is_dataloader_next(o.name) and
@@ -50,23 +52,23 @@ class InputBound(TraceRule):
                       data_wait_us_per_step=round(per_step, 1))
 
 
-class PageableCopies(TraceRule):
+class DataloaderWithoutPinnedMemory(TraceRule):
     """Host-to-device copies from pageable memory: staged through a driver buffer and synchronous to the host."""
 
     code = "TL202"
 
-    def check(self, analysis: TraceAnalysis, config: Config) -> Iterable[Finding]:
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         m = analysis.metrics
-        window = m.get("gpu_window_us")
-        copies = [g for g in analysis.gpu_events if g.kind == MEMCPY and g.step is not None and "HtoD" in g.name
-                  and "Pageable" in g.name]
+        window = M.GPU_WINDOW_US.of(m)
+        copies = [g for g in analysis.gpu_events if g.step is not None and g.direction == H2D
+                  and g.host_memory == PAGEABLE]
         if not copies or not window or not analysis.has_steps:
             return  # without steps, the model's one-time upload (module.to(device)) would count as input
         n_steps = len(analysis.model.steps) or 1
         time_us = sum(g.end - g.start for g in copies)
         nbytes = sum(g.bytes or 0 for g in copies)
         share = 100.0 * time_us / window
-        if share < threshold(self, config, "pageable-h2d-min-pct", 1.0):
+        if share < config.threshold("pageable-h2d-min-pct"):
             return
         biggest = max(copies, key=lambda g: g.end - g.start)
         gbps = (biggest.bytes or 0) / (biggest.end - biggest.start) / 1e3 if biggest.end > biggest.start else None

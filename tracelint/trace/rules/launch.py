@@ -4,33 +4,35 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tracelint.engine import Config, Finding
+from tracelint.engine import metrics as M
 from tracelint.trace.metrics import TraceAnalysis
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, pct, threshold
+from tracelint.trace.rules._common import finding, pct
+from tracelint.trace.verdict import Verdict
 
 
 class LaunchBoundStep(TraceRule):
     code = "TL501"
 
-    def check(self, analysis: TraceAnalysis, config: Config) -> Iterable[Finding]:
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         m = analysis.metrics
-        busy, per_step, mean_us = m.get("gpu_busy_pct"), m.get("kernels_per_step"), m.get("mean_kernel_us")
-        step_us, delay_us = m.get("step_cpu_us_mean"), m.get("launch_delay_us")
+        busy, per_step, mean_us = M.GPU_BUSY_PCT.of(m), M.KERNELS_PER_STEP.of(m), M.MEAN_KERNEL_US.of(m)
+        step_us, delay_us = M.STEP_CPU_US_MEAN.of(m), M.LAUNCH_DELAY_US.of(m)
         if not analysis.has_steps or busy is None or not per_step or mean_us is None or not step_us or delay_us is None:
             return
         idle_pct = 100.0 - busy
         # Gaps charged to launching (the thread was running ops/launches) plus the sub-threshold gaps between
         # back-to-back small kernels: both are the GPU outrunning the host's launches.
-        launch_pct = (m.get("idle_launch_overhead_pct") or 0.0) + (m.get("idle_short_gap_pct") or 0.0)
+        launch_pct = (M.IDLE_PCT["launch_overhead"].of(m) or 0.0) + (M.IDLE_PCT["short_gap"].of(m) or 0.0)
         host_per_kernel = step_us / per_step
-        if (idle_pct < threshold(self, config, "launch-bound-min-idle-pct", 30.0)
-                or per_step < threshold(self, config, "launch-bound-min-kernels-per-step", 50.0)
-                or launch_pct < threshold(self, config, "launch-bound-min-launch-idle-pct", 50.0)
+        if (idle_pct < config.threshold("launch-bound-min-idle-pct")
+                or per_step < config.threshold("launch-bound-min-kernels-per-step")
+                or launch_pct < config.threshold("launch-bound-min-launch-idle-pct")
                 # kernels start right after their launch: nothing is queued, the GPU waits for the host
-                or delay_us > threshold(self, config, "launch-bound-max-launch-delay-us", 50.0)
+                or delay_us > config.threshold("launch-bound-max-launch-delay-us")
                 # the host spends much longer per kernel than the GPU runs it; "much" because the profiler itself
                 # (with_stack, record_shapes) slows the host 2-3x: a GPU-bound run can look launch-bound in its trace
-                or host_per_kernel < mean_us * threshold(self, config, "launch-bound-min-host-gpu-ratio", 3.0)):
+                or host_per_kernel < mean_us * config.threshold("launch-bound-min-host-gpu-ratio")):
             return
         message = (f"launch-bound: the GPU is idle {pct(idle_pct)} of the step window between {per_step:.0f} kernels "
                    f"per step (mean {mean_us:.1f} µs on the GPU, {host_per_kernel:.1f} µs of host time each; a kernel "

@@ -7,10 +7,12 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from tracelint.engine import Config, Finding
+from tracelint.engine import metrics as M
 from tracelint.trace.metrics import TraceAnalysis
 from tracelint.trace.model import GpuEvent
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, mib, ms, pct, refine_source, threshold
+from tracelint.trace.rules._common import finding, mib, ms, pct, refine_source
+from tracelint.trace.verdict import CPU_BOUND, Verdict
 
 _ZERO_GRAD = re.compile(r"zero_grad\(")
 
@@ -26,7 +28,7 @@ class ZeroGradKeepsGrads(TraceRule):
 
     code = "TL301"
 
-    def check(self, analysis: TraceAnalysis, config: Config) -> Iterable[Finding]:
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         model = analysis.model
         zero_grads = [o for o in model.ops if o.name.startswith("Optimizer.zero_grad") and
                       model.step_at(o.start) is not None]
@@ -48,10 +50,10 @@ class ZeroGradKeepsGrads(TraceRule):
                 first = first or (op, work[0])
         if not fills:
             return
-        if analysis.has_steps and 100.0 * len(steps) / n_steps < threshold(self, config, "zero-fill-min-steps-pct", 50.0):
+        if analysis.has_steps and 100.0 * len(steps) / n_steps < config.threshold("zero-fill-min-steps-pct"):
             return
         op, work = first
-        busy = analysis.metrics.get("gpu_busy_us")
+        busy = M.GPU_BUSY_US.of(analysis.metrics)
         share = f", {pct(100.0 * gpu_us / busy)} of the GPU's busy time" if busy else ""
         message = (f"`{op.name}` launches {fills / n_steps:.3g} zero-fill kernels/memsets per step "
                    f"({ms(gpu_us / n_steps)} of GPU time per step{share}): the gradients are kept and zero-filled "
@@ -67,18 +69,18 @@ class DeviceMemoryUnused(TraceRule):
 
     code = "TL302"
 
-    def check(self, analysis: TraceAnalysis, config: Config) -> Iterable[Finding]:
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         m = analysis.metrics
-        peak, total, busy = m.get("peak_memory_bytes"), m.get("device_memory_bytes"), m.get("gpu_busy_pct")
-        peak_pct = m.get("peak_memory_pct")
+        peak, total, busy = M.PEAK_MEMORY_BYTES.of(m), M.DEVICE_MEMORY_BYTES.of(m), M.GPU_BUSY_PCT.of(m)
+        peak_pct = M.PEAK_MEMORY_PCT.of(m)
         if peak is None or not total or busy is None or peak_pct is None:
             return  # judged only with [memory] events (profile_memory=True) and a known device size
-        if not analysis.has_steps or analysis.verdict != "cpu-bound":
+        if not analysis.has_steps or verdict.kind != CPU_BOUND:
             # A whole-trace window mixes in setup; an input-bound run needs proportionally more input for a larger
             # batch (the loader is the fix); a GPU-bound run is already saturated.
             return
-        if peak_pct >= threshold(self, config, "memory-unused-max-peak-pct", 25.0) or \
-                busy >= threshold(self, config, "memory-unused-max-gpu-busy-pct", 30.0):
+        if peak_pct >= config.threshold("memory-unused-max-peak-pct") or \
+                busy >= config.threshold("memory-unused-max-gpu-busy-pct"):
             return
         message = (f"peak device memory is {mib(peak)} of {mib(total)} ({pct(peak_pct)}) while the GPU is busy "
                    f"{pct(busy)} of the step window: a larger batch (or fewer accumulation micro-steps) would fit "

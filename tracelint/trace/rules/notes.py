@@ -1,18 +1,21 @@
-"""Notes about the trace itself rather than the run: no ProfilerStep spans (TL001), a truncated file (TL002)."""
+"""Verdicts and tool-level notes (TL0xx): no ProfilerStep spans (TL001), a truncated file (TL002), and the CI gate
+(TL010): trace metrics checked against the limits the user set in [tool.tracelint.trace] / --threshold."""
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from tracelint.engine import Config, Finding, TraceLocation
+from tracelint.engine import metrics as M
 from tracelint.trace.metrics import TraceAnalysis
 from tracelint.trace.rule import TraceRule
 from tracelint.trace.rules._common import finding
+from tracelint.trace.verdict import Verdict
 
 
 class TraceWithoutSteps(TraceRule):
     code = "TL001"
 
-    def check(self, analysis: TraceAnalysis, config: Config) -> Iterable[Finding]:
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         model = analysis.model
         if analysis.has_steps or not (model.ops or model.gpu):
             return
@@ -24,7 +27,7 @@ class TraceWithoutSteps(TraceRule):
 class TraceTruncated(TraceRule):
     code = "TL002"
 
-    def check(self, analysis: TraceAnalysis, config: Config) -> Iterable[Finding]:
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         if not analysis.truncated:
             return
         note = next((w for w in analysis.warnings if "trunc" in w or "end" in w), None)
@@ -32,3 +35,44 @@ class TraceTruncated(TraceRule):
         kept = f"{steps} complete step{'s' if steps != 1 else ''} read" if steps else "no complete step read"
         yield finding(self, f"the trace file ends early{f' ({note})' if note else ''}; {kept}, the report covers the "
                       "events before the cut", TraceLocation(analysis.path, rank=analysis.rank))
+
+
+def _idle_pct(m: dict) -> float | None:
+    busy = M.GPU_BUSY_PCT.of(m)
+    return None if busy is None else round(100.0 - busy, 2)
+
+
+def _step_ms(m: dict) -> float | None:
+    spans = [v for v in (M.STEP_CPU_US_MEAN.of(m), M.STEP_GPU_SPAN_US_MEAN.of(m)) if v is not None]
+    return round(max(spans) / 1000.0, 3) if spans else None
+
+
+# The gate metrics that are not stored in a report, from the ones that are (definitions: tracelint.engine.metrics).
+_DERIVED = {M.GPU_IDLE_PCT.name: _idle_pct, M.STEP_MS.name: _step_ms}
+_UNIT_TEXT = {"pct": " %", "ms": " ms", "us": " µs"}
+
+
+class TraceThresholdBreach(TraceRule):
+    """Every metric of the registry with a ``gate`` key, checked when the user sets that key."""
+
+    code = "TL010"
+
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
+        m = analysis.metrics
+        devices = {g.device for g in analysis.model.gpu}
+        on = f" on device {analysis.device}" if len(devices) > 1 and analysis.device is not None else ""
+        for metric in M.gates():
+            limit = config.threshold(metric.gate)
+            if limit is None:
+                continue  # a gate is only checked when the user sets it
+            derive = _DERIVED.get(metric.name)
+            value = derive(m) if derive else metric.of(m)
+            if value is None:
+                continue  # nothing to measure (no GPU work, no matmuls, ...)
+            upper = metric.gate.startswith("max-")
+            if (value > limit) if upper else (value < limit):
+                side = "above" if upper else "below"
+                unit = _UNIT_TEXT.get(metric.unit, "")
+                message = f"{metric.name} is {value:g}{unit}{on}, {side} the limit {metric.gate} = {limit:g}"
+                yield finding(self, message, TraceLocation(analysis.path, rank=analysis.rank, event=metric.name),
+                              metric=metric.name, value=value, limit=limit)

@@ -5,11 +5,13 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from tracelint.engine import Config, Finding
+from tracelint.engine import metrics as M
 from tracelint.trace.kernels import name_arch
 from tracelint.trace.metrics import TraceAnalysis
 from tracelint.trace.model import KERNEL
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, ms, pct, threshold
+from tracelint.trace.rules._common import finding, ms, pct
+from tracelint.trace.verdict import Verdict
 
 
 def _arch(analysis: TraceAnalysis, kernel_names: Iterable[str]) -> int | None:
@@ -22,10 +24,10 @@ def _arch(analysis: TraceAnalysis, kernel_names: Iterable[str]) -> int | None:
 class Fp32MatmulOffTensorCores(TraceRule):
     code = "TL401"
 
-    def check(self, analysis: TraceAnalysis, config: Config) -> Iterable[Finding]:
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         # Measured against the step window, not the busy time: on an input- or host-bound run the GPU idles anyway
         # and faster matmuls would not shorten the step.
-        window = analysis.metrics.get("gpu_window_us")
+        window = M.GPU_WINDOW_US.of(analysis.metrics)
         if not window:
             return
         per_name: dict[str, list] = {}
@@ -39,7 +41,7 @@ class Fp32MatmulOffTensorCores(TraceRule):
             return  # no Tensor Cores to move to (or the device is unknown)
         total = sum(g.end - g.start for items in per_name.values() for g in items)
         share = 100.0 * total / window
-        if share < threshold(self, config, "fp32-matmul-min-pct", 10.0):
+        if share < config.threshold("fp32-matmul-min-pct"):
             return
         n_steps = len(analysis.model.steps) or 1
         top_name, top = max(per_name.items(), key=lambda kv: sum(g.end - g.start for g in kv[1]))

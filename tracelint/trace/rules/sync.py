@@ -19,10 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from tracelint.engine import Config, Finding, SourceLocation
+from tracelint.engine import metrics as M
 from tracelint.trace.metrics import TraceAnalysis
-from tracelint.trace.model import MEMCPY, SYNC_CALLS, GpuEvent, Op, RuntimeCall
+from tracelint.trace.model import D2H, MEMCPY, SYNC_CALLS, GpuEvent, Op, RuntimeCall
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, ms, refine_source, threshold
+from tracelint.trace.rules._common import finding, ms, refine_source
+from tracelint.trace.verdict import Verdict
 
 _NONZERO = ("aten::nonzero", "aten::masked_select", "aten::nonzero_static")
 _ITEM = ("aten::item", "aten::_local_scalar_dense")
@@ -73,10 +75,6 @@ def _copies_by_tid(analysis: TraceAnalysis) -> dict[object, tuple[list[float], l
     return out
 
 
-def _is_dtoh(name: str) -> bool:
-    return "DtoH" in name or "Device -> Host" in name
-
-
 def _classify(chain: list[Op], call: RuntimeCall, copies) -> tuple[str, str, Op | None] | None:
     """(code, event name, op) of one sync call given its enclosing ops, or None when it is not a readback."""
     names = [o.name for o in chain]
@@ -94,7 +92,7 @@ def _classify(chain: list[Op], call: RuntimeCall, copies) -> tuple[str, str, Op 
         starts, items = copies
         lo = bisect_right(starts, outer.start - 1e-3)
         hi = bisect_right(starts, call.end)
-        if any(_is_dtoh(g.name) for g in items[lo:hi]):
+        if any(g.direction == D2H for g in items[lo:hi]):
             return "TL102", outer.name, outer
         return None
     if call.name in _EXPLICIT and not any(n.startswith("aten::") for n in names):
@@ -138,10 +136,10 @@ class _SyncRule(TraceRule):
     what = ""
     pattern: re.Pattern[str] | None = None  # how the op is spelled in user code (to find the statement)
 
-    def check(self, analysis: TraceAnalysis, config: Config) -> Iterable[Finding]:
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         n_steps = len(analysis.model.steps) or 1
-        min_steps_pct = threshold(self, config, "sync-min-steps-pct", 50.0)
-        step_us = analysis.metrics.get("step_cpu_us_mean")
+        min_steps_pct = config.threshold("sync-min-steps-pct")
+        step_us = M.STEP_CPU_US_MEAN.of(analysis.metrics)
         for site in sync_sites(analysis):
             if site.code != self.code:
                 continue

@@ -1,0 +1,243 @@
+"""The metric registry: every metric a trace report carries, declared once, with its unit, direction and definition.
+
+The trace half computes these (``tracelint.trace.metrics`` per device, ``tracelint.trace.analyze`` over the ranks of
+a job); everything that lists, formats, gates, diffs or documents metrics reads them from here: the text report (its
+order and units), the TL010 gate (``Metric.gate``), ``tracelint metrics`` and the README's metric table (a test keeps
+it equal to ``markdown_table()``). Code refers to a metric by its object (``GPU_BUSY_PCT.name``, ``GPU_BUSY_PCT.of(m)``),
+so a misspelt name fails at import, never as a silent ``None``.
+
+Times are µs of the trace clock. "Launched in a step" means the runtime/driver call that launched the work starts
+inside that step's CPU ``ProfilerStep#N`` span; without steps the whole trace is one window (step 0), and every GPU
+event counts as launched in it. The order of declaration is the order of the text report.
+
+Units: ``pct`` (percent, 0-100), ``us``, ``ms``, ``bytes``, ``count`` (a number of things, maybe per step),
+``label`` (text or an id), ``flag`` (yes/no). Direction: ``higher`` or ``lower`` is better for the run, or None
+(descriptive: the device's size, the number of steps).
+
+Finding details (``Finding.details``) that are not declared metrics name their unit by a word of their name
+(``_us``, ``_ms``, ``_s``, ``_pct``, ``_bytes``): ``unit()`` applies that convention to them, and only to them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+UNITS = ("pct", "us", "ms", "bytes", "count", "label", "flag")
+DIRECTIONS = ("higher", "lower", None)
+
+# The parts of the idle time and of the step, in the order their metrics appear.
+IDLE_CAUSES = ("data_wait", "host_sync", "launch_overhead", "other", "short_gap")
+STEP_PARTS = ("data", "forward", "backward", "optimizer", "other")
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    name: str
+    unit: str
+    direction: str | None
+    definition: str
+    gate: str | None = None  # the TL010 threshold key that checks it ("min-…": a lower limit, "max-…": an upper one)
+    scope: str = "device"  # "device": one per device and rank; "job": the summary over the ranks of a job
+
+    def of(self, metrics: dict) -> object:
+        """This metric's value in a metrics dict (None when absent or not applicable)."""
+        return metrics.get(self.name)
+
+
+_REGISTRY: dict[str, Metric] = {}
+
+
+def _declare(name: str, unit: str, direction: str | None, definition: str, *, gate: str | None = None,
+             scope: str = "device") -> Metric:
+    if name in _REGISTRY:
+        raise ValueError(f"metric {name!r} declared twice")
+    if unit not in UNITS or direction not in DIRECTIONS:
+        raise ValueError(f"metric {name!r}: bad unit {unit!r} or direction {direction!r}")
+    metric = _REGISTRY[name] = Metric(name, unit, direction, " ".join(definition.split()), gate, scope)
+    return metric
+
+
+# --- per device (tracelint.trace.metrics) ------------------------------------------------------------------------
+GPU_BUSY_PCT = _declare(
+    "gpu_busy_pct", "pct", "higher",
+    "gpu_busy_us as a percent of gpu_window_us.", gate="min-gpu-busy-pct")
+GPU_BUSY_US = _declare(
+    "gpu_busy_us", "us", "higher",
+    "Length of the union of every kernel, copy and memset interval of the device (any stream, whatever launched "
+    "it), clipped to the GPU window.")
+GPU_IDLE_US = _declare(
+    "gpu_idle_us", "us", "lower", "gpu_window_us minus gpu_busy_us; its holes are the idle gaps.")
+IDLE_GAP_COUNT = _declare(
+    "idle_gap_count", "count", "lower",
+    "Holes of at least min-idle-gap-us (5 µs) in the busy union. A shorter hole is device-side scheduling between "
+    "back-to-back work (idle_short_gap). A longer one is charged to the host thread that launched the work ending "
+    "it (the main thread when that launch is unknown), split by what that thread did during the gap.")
+_CAUSE_TEXT = {
+    "data_wait": "time the launching thread spent inside enumerate(DataLoader)#…__next__ during the gap",
+    "host_sync": "the rest of the gap when it began while the thread was blocked in a device synchronization "
+                 "(cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, a blocking cudaMemcpy, their "
+                 "hip/cu twins: what .item()/.cpu() do; the sync drained the queue, so everything until the next "
+                 "launch is its cost), else the time the gap overlaps such a call",
+    "launch_overhead": "of what remains, the time the thread was inside any CPU op or runtime call (issuing work: "
+                       "CPU-bound)",
+    "other": "the rest of the gap, when the thread ran no profiled op (Python between ops, un-profiled work, sleep)",
+    "short_gap": "gaps shorter than min-idle-gap-us (the idle time not charged to a cause above)",
+}
+IDLE_US = {}
+IDLE_PCT = {}
+for _cause in IDLE_CAUSES:
+    IDLE_PCT[_cause] = _declare(
+        f"idle_{_cause}_pct", "pct", "lower",
+        f"idle_{_cause}_us as a percent of gpu_idle_us (the five idle parts sum to 100).")
+    IDLE_US[_cause] = _declare(f"idle_{_cause}_us", "us", "lower", f"GPU idle time from {_CAUSE_TEXT[_cause]}.")
+H2D_COUNT = _declare(
+    "h2d_count", "count", None, "Host-to-device copies (Memcpy HtoD, ROCm's Host -> Device) launched in the steps.")
+H2D_BYTES = _declare("h2d_bytes", "bytes", None, "Bytes of the host-to-device copies launched in the steps.")
+H2D_TIME_US = _declare(
+    "h2d_time_us", "us", "lower", "Summed duration of the host-to-device copies launched in the steps.")
+H2D_PAGEABLE_BYTES = _declare(
+    "h2d_pageable_bytes", "bytes", "lower",
+    "Bytes of the host-to-device copies from pageable host memory (Pageable -> Device).")
+H2D_PAGEABLE_TIME_US = _declare(
+    "h2d_pageable_time_us", "us", "lower", "Summed duration of the host-to-device copies from pageable memory.")
+H2D_PINNED_BYTES = _declare(
+    "h2d_pinned_bytes", "bytes", None,
+    "Bytes of the host-to-device copies from pinned host memory (Pinned -> Device; ROCm's Host -> Device says "
+    "neither).")
+H2D_PINNED_TIME_US = _declare(
+    "h2d_pinned_time_us", "us", None, "Summed duration of the host-to-device copies from pinned memory.")
+H2D_PCT_OF_GPU_BUSY = _declare(
+    "h2d_pct_of_gpu_busy", "pct", "lower",
+    "Length of the union of the host-to-device copy intervals in the GPU window, as a percent of gpu_busy_us.",
+    gate="max-h2d-pct-of-gpu-busy")
+DTOH_COUNT = _declare(
+    "dtoh_count", "count", "lower",
+    "Device-to-host copies (Memcpy DtoH, ROCm's Device -> Host) launched in the steps.")
+DTOH_PER_STEP = _declare("dtoh_per_step", "count", "lower", "dtoh_count divided by the number of steps.")
+TENSOR_CORE_PCT = _declare(
+    "tensor_core_pct", "pct", "higher",
+    "Time of the kernels that tracelint.trace.kernels.classify_kernel puts on Tensor Cores, as a percent of all "
+    "kernel time.")
+MATMUL_TIME_US = _declare("matmul_time_us", "us", None, "Summed time of the matmul and convolution kernels.")
+MATMUL_TENSOR_CORE_PCT = _declare(
+    "matmul_tensor_core_pct", "pct", "higher",
+    "Tensor Core part of matmul_time_us, in percent (None without matmul/conv kernels).",
+    gate="min-matmul-tensor-core-pct")
+FP32_MATMUL_OFF_TC_PCT = _declare(
+    "fp32_matmul_off_tc_pct", "pct", "lower",
+    "Plain-fp32 CUDA-core (FFMA/SIMT) part of matmul_time_us, in percent.")
+STEPS = _declare("steps", "count", None, "Number of ProfilerStep spans (1 for a trace without steps).")
+STEP_CPU_US_MEAN = _declare("step_cpu_us_mean", "us", "lower", "Mean CPU span of a ProfilerStep.")
+STEP_GPU_SPAN_US_MEAN = _declare(
+    "step_gpu_span_us_mean", "us", "lower",
+    "Mean, over steps, of the first start to the last end of the GPU work launched in the step.")
+BREAKDOWN_PCT = {}
+BREAKDOWN_US = {}
+_PART_TEXT = {
+    "data": "the union of the main thread's DataLoader __next__ spans",
+    "forward": "from the end of the last data span before the backward (or the step start) to the backward's "
+               "start (to the step end when the step has no backward), less optimizer time",
+    "backward": "from the first to the last autograd op of the step (autograd::engine::evaluate_function: …, "
+                "*Backward<N>, AccumulateGrad; any thread), less data and optimizer time",
+    "optimizer": "the union of the Optimizer.step#… and Optimizer.zero_grad#… spans",
+    "other": "the rest of the step",
+}
+for _part in STEP_PARTS:
+    BREAKDOWN_PCT[_part] = _declare(
+        f"breakdown_{_part}_pct", "pct", None, f"breakdown_{_part}_us as a percent of step_cpu_us_mean.")
+    BREAKDOWN_US[_part] = _declare(
+        f"breakdown_{_part}_us", "us", None,
+        f"Mean over steps of the host time of the step's {_part} part: {_PART_TEXT[_part]}.")
+KERNEL_COUNT = _declare("kernel_count", "count", None, "Kernels launched in the steps.")
+KERNELS_PER_STEP = _declare(
+    "kernels_per_step", "count", "lower", "kernel_count divided by the number of steps.",
+    gate="max-kernels-per-step")
+KERNEL_TIME_US = _declare("kernel_time_us", "us", None, "Summed duration of the kernels launched in the steps.")
+LAUNCH_DELAY_US = _declare(
+    "launch_delay_us", "us", None, "Median of a kernel's start minus the start of the call that launched it.")
+PEAK_MEMORY_BYTES = _declare(
+    "peak_memory_bytes", "bytes", None,
+    "Largest Total Allocated of the device's [memory] events (None without profile_memory).")
+PEAK_MEMORY_PCT = _declare("peak_memory_pct", "pct", None, "peak_memory_bytes as a percent of device_memory_bytes.")
+DEVICE_MEMORY_BYTES = _declare("device_memory_bytes", "bytes", None, "totalGlobalMem of the device.")
+HOST_SYNCS_PER_STEP = _declare(
+    "host_syncs_per_step", "count", "lower",
+    "Device synchronization calls (see idle_host_sync_us) made inside the steps, per step.",
+    gate="max-syncs-per-step")
+HAS_STEPS = _declare(
+    "has_steps", "flag", None, "Whether the trace has ProfilerStep spans (a profile made with schedule=).")
+ALLOCATIONS_PER_STEP = _declare(
+    "allocations_per_step", "count", "lower",
+    "Device allocations ([memory] events with positive bytes) inside the steps, per step.")
+MEAN_KERNEL_US = _declare("mean_kernel_us", "us", None, "kernel_time_us divided by kernel_count.")
+# The identity of the device and of the job, and the summary over the ranks of a job (``scope="job"``,
+# tracelint.trace.analyze.rank_summary); the job's metrics sit around world_size, which both kinds of report carry.
+DEVICE = _declare("device", "label", None, "The device index (None for a trace without GPU activity).")
+DEVICE_NAME = _declare("device_name", "label", None, "The device's name from deviceProperties.")
+RANK = _declare("rank", "label", None, "The trace's rank (distributedInfo), None when it does not say.")
+GPU_BUSY_PCT_MIN = _declare("gpu_busy_pct_min", "pct", "higher", "Lowest gpu_busy_pct of the ranks.", scope="job")
+GPU_BUSY_PCT_MAX = _declare("gpu_busy_pct_max", "pct", "higher", "Highest gpu_busy_pct of the ranks.", scope="job")
+STEP_CPU_US_MAX = _declare(
+    "step_cpu_us_max", "us", "lower",
+    "Mean step time of the slowest rank (step_cpu_us_mean, else step_gpu_span_us_mean).", scope="job")
+STEP_CPU_US_MIN = _declare("step_cpu_us_min", "us", "lower", "Mean step time of the fastest rank.", scope="job")
+STEP_SPREAD_PCT = _declare(
+    "step_spread_pct", "pct", "lower", "How much slower the slowest rank's step is than the fastest's, in percent.",
+    scope="job")
+RANKS = _declare("ranks", "count", None, "Rank traces of the job that were read.", scope="job")
+WORLD_SIZE = _declare("world_size", "count", None, "The job's number of ranks (distributedInfo).")
+SLOWEST_RANK = _declare("slowest_rank", "label", None, "The rank with the largest mean step time.", scope="job")
+FASTEST_RANK = _declare("fastest_rank", "label", None, "The rank with the smallest mean step time.", scope="job")
+VERDICTS = _declare("verdicts", "label", None, "The verdict of each rank.", scope="job")
+GPU_EVENTS = _declare("gpu_events", "count", None, "Kernels, copies and memsets of the device in the trace.")
+GPU_WINDOW_US = _declare(
+    "gpu_window_us", "us", None,
+    "First start to last end of the device's kernels, copies and memsets launched in the steps.")
+
+# --- derived for the TL010 gate (tracelint.trace.rules.notes); never stored in a report -------------------------
+GPU_IDLE_PCT = _declare(
+    "gpu_idle_pct", "pct", "lower", "100 minus gpu_busy_pct.", gate="max-idle-pct")
+STEP_MS = _declare(
+    "step_ms", "ms", "lower",
+    "The longer of step_cpu_us_mean and step_gpu_span_us_mean, in ms: a GPU-bound run's host runs ahead of the "
+    "GPU, an input-bound run's GPU finishes early.", gate="max-step-ms")
+
+def registry() -> dict[str, Metric]:
+    """Every declared metric by name, in report order."""
+    return dict(_REGISTRY)
+
+
+def get(name: str) -> Metric | None:
+    return _REGISTRY.get(name)
+
+
+def unit(name: str) -> str | None:
+    """A declared metric's unit; for any other name (a finding's detail), the unit its suffix names, else None."""
+    metric = _REGISTRY.get(name.rsplit(".", 1)[-1])
+    if metric is not None:
+        return metric.unit
+    tokens = name.lower().replace(".", "_").split("_")
+    for suffix in ("pct", "bytes", "us", "ms"):
+        if suffix in tokens:
+            return suffix
+    if "percent" in tokens:
+        return "pct"
+    if tokens[-1] in ("s", "sec", "seconds"):
+        return "s"
+    return None
+
+
+def gates() -> list[Metric]:
+    """The metrics TL010 can check, in report order."""
+    return [m for m in _REGISTRY.values() if m.gate]
+
+
+def markdown_table() -> str:
+    """The README's metric table."""
+    rows = ["| metric | unit | better | definition |", "|---|---|---|---|"]
+    for scope in ("device", "job"):
+        for m in _REGISTRY.values():
+            if m.scope == scope:
+                where = " (job)" if scope == "job" else ""
+                gate = f" TL010 gate: `{m.gate}`." if m.gate else ""
+                rows.append(f"| `{m.name}`{where} | {m.unit} | {m.direction or ''} | {m.definition}{gate} |")
+    return "\n".join(rows)
