@@ -51,6 +51,15 @@ ZERO_GRAD = "zero-grad"            # zero_grad(set_to_none=False)               
 
 _SYNC_KINDS = frozenset({ITEM, HOST_COPY, SCALAR, FORMAT, SYNCHRONIZE, DATA_DEPENDENT_CALL, MASK_INDEX})
 SITE_KINDS = _SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD}
+# A generic kind a new rule can declare without touching this module: ``call:NAME``, a call anywhere in the file
+# whose callee's last name, as written or resolved through imports and aliases, is NAME (``call:barrier`` for
+# ``dist.barrier()`` and ``from torch.distributed import barrier as b; b()``).
+CALL_PREFIX = "call:"
+
+
+def is_site_kind(kind: str) -> bool:
+    """A kind a rule doc may name in ``sites:``: one of SITE_KINDS, or ``call:NAME``."""
+    return kind in SITE_KINDS or (kind.startswith(CALL_PREFIX) and kind[len(CALL_PREFIX):].isidentifier())
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _HOST_VALUES = (ast.Constant, ast.JoinedStr, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
@@ -96,6 +105,7 @@ class _Screen:
         self.bound: set[str] = set()            # every name the file binds (shadows a builtin)
         self.values: dict[ast.AST, dict[str, list[ast.expr]]] = {}  # scope -> name -> assigned values
         self.torch = False
+        self.called: set[str] = set()           # the last names of every callee (the call:NAME kinds)
         self.device_copy = False
 
     # -- pass 1: imports, aliases, bindings ---------------------------------------------------------------------
@@ -106,6 +116,7 @@ class _Screen:
         self.aliases = {n: v for n, v in candidates.items() if assigned.get(n) == 1}
         self._walk(self.tree, self.tree, False)
         found = self.found
+        found.update(CALL_PREFIX + name for name in self.called)
         if self.device_copy and DATALOADER in found:
             found.add(PINNED_COPY)
         if not self.torch:
@@ -324,6 +335,7 @@ class _Screen:
         func = node.func
         method = func.attr if isinstance(func, ast.Attribute) else None
         leaves = self._leaves(func)
+        self.called |= leaves
         positional = [a for a in node.args if not isinstance(a, ast.Starred)]
         if "DataLoader" in leaves:
             found.add(DATALOADER)
