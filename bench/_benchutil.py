@@ -135,6 +135,6 @@ def tail(path: Path | None, n: int = 5) -> str:
 def table(headers: list[str], rows: list[list]) -> str:
     cells = [[str(c) for c in r] for r in [headers, *rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    fmt = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    fmt = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False)))  # noqa: E731
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([fmt(cells[0]), sep, *(fmt(r) for r in cells[1:])])

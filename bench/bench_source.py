@@ -61,8 +61,8 @@ def count(path: Path) -> tuple[int, int]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tracelint", help="command to time, e.g. 'tracelint check' (default: bench/.cache/venv-tracelint, "
-                                        "else tracelint on PATH)")
+    ap.add_argument("--tracelint", help="command to time, e.g. 'tracelint check' "
+                                        "(default: bench/.cache/venv-tracelint, else tracelint on PATH)")
     ap.add_argument("--corpus", choices=["timm", "torchvision", "all"], default="all")
     ap.add_argument("--repeat", type=int, default=5, help="runs of the one-file case (median)")
     ap.add_argument("--corpus-repeat", type=int, default=1, help="runs of each whole-corpus case (median)")

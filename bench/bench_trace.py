@@ -153,7 +153,8 @@ def build_big(src: Path, dst: Path, target_mb: float) -> dict:
                 emit(shifted(e, k))
         out.write("\n  ]\n}\n")
     os.replace(tmp, dst)
-    info = {"source": src.name, "copies": copies, "events": n, "steps": len(steps) * copies, "bytes": dst.stat().st_size}
+    info = {"source": src.name, "copies": copies, "events": n, "steps": len(steps) * copies,
+            "bytes": dst.stat().st_size}
     return info
 
 

@@ -20,10 +20,13 @@ rules = source_rules()
 files = [p for root in sys.argv[1:] for p in Path(root).rglob("*.py")]
 n = torch_files = screened_out = with_findings = bad = 0
 for p in files:
-    try: text = p.read_text(encoding="utf-8")
-    except Exception: continue
+    try:
+        text = p.read_text(encoding="utf-8")
+    except Exception:
+        continue
     n += 1
-    if "torch" not in text: continue
+    if "torch" not in text:
+        continue
     torch_files += 1
     found = sites(text)
     try:
@@ -31,10 +34,14 @@ for p in files:
         codes = {f.code for f in run_rules(ctx, [c(ctx) for c in rules])}
     except Exception:  # not parseable by libcst: reported as an error by the linter, nothing to compare
         continue
-    if codes: with_findings += 1
-    if found is not None and not any(may_report(c, found) for c in (r.code for r in rules)): screened_out += 1
+    if codes:
+        with_findings += 1
+    if found is not None and not any(may_report(c, found) for c in (r.code for r in rules)):
+        screened_out += 1
     missed = {c for c in codes if not may_report(c, found)}
     if missed:
-        bad += 1; print("UNSOUND", p, missed, sorted(found or ()))
-print(f"files {n}, mention torch {torch_files}, with findings {with_findings}, screened out entirely {screened_out}, unsound {bad}")
+        bad += 1
+        print("UNSOUND", p, missed, sorted(found or ()))
+print(f"files {n}, mention torch {torch_files}, with findings {with_findings}, "
+      f"screened out entirely {screened_out}, unsound {bad}")
 sys.exit(1 if bad else 0)

@@ -102,7 +102,8 @@ def test_catalog_file_format_is_checked(tmp_path: Path):
     path.write_text("# no front matter\n")
     with pytest.raises(CatalogError, match="front matter"):
         parse_rule_file(path)
-    path.write_text("---\ncode: TL999\nname: x\nfamily: f\nseverity: warning\nimplemented-by: source\n---\n## What it does\n")
+    path.write_text("---\ncode: TL999\nname: x\nfamily: f\nseverity: warning\nimplemented-by: source\n---\n"
+                    "## What it does\n")
     with pytest.raises(CatalogError, match="missing sections"):
         parse_rule_file(path)
     sections = "".join(f"## {s}\ntext\n" for s in ("What it does", "Why is this bad?", "Measured effect"))

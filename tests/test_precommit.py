@@ -14,7 +14,8 @@ import pytest
 pytestmark = pytest.mark.slow
 
 BAD = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=4)\n"
-CLEAN = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=4, pin_memory=True)\n"
+CLEAN = ("import torch\nfrom torch.utils.data import DataLoader\n"
+         "loader = DataLoader(ds, num_workers=4, pin_memory=True)\n")
 HOOK_REPO_CONTENT = ("tracelint", "rules", "pyproject.toml", "README.md", ".pre-commit-hooks.yaml")
 
 

@@ -1,7 +1,8 @@
 """The kernel-name classifier, on a table of real kernel names per architecture.
 
 Names come from the public trace corpus (file noted), from the H100/H200 fixtures (fixtures/traces), from the
-kernel names measured on an H200 (torch 2.11, CUDA 13), and a few from public profiler output for generations the corpus lacks (noted).
+kernel names measured on an H200 (torch 2.11, CUDA 13), and a few from public profiler output for generations the
+corpus lacks (noted).
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ VOLTA = [  # tbplugin-resnet50_*, hta-df_index_resolver, hta-ns_resolution_trace
         "float const*, int, float*, kernel_conv_params, unsigned long long, int, unsigned long long, int, float, "
         "float, int, float const*, float const*)", CV, False, "fp32"),
     (7, "void cudnn::cnn::wgrad_alg0_engine<float, 128, 6, 7, 3, 3, 5, false, 512>(int, int, int, float const*, int, "
-        "float*, float const*, kernel_grad_params, unsigned long long, int, float, int, int, int, int)", CV, False, "fp32"),
+        "float*, float const*, kernel_grad_params, unsigned long long, int, float, int, int, int, int)",
+     CV, False, "fp32"),
     (7, "void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>(int, int, int, float const*, int, float "
         "const*, int, float*, kernel_grad_params, unsigned long long, int, unsigned long long, int, float, int, int, "
         "int)", CV, False, "fp32"),
@@ -94,12 +96,12 @@ AMPERE = [  # hta-critical_path, hta-nccl_parser_config, hta-trace_diff (A100), 
         "StridedBatched<float>, float> >(cublasGemvParams<cublasGemvTensorStridedBatched<float const>, cublasGemv"
         "TensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float>, float, float)",
      MM, False, "fp32"),
-    (8, "void sgemm_largek_lds64<true, true, 6, 3, 4, 5, 2, 66>(float*, float const*, float const*, int, int, int, int, "
-        "int, int, float const*, float const*, float, float, int, int, int*, int*)", MM, False, "fp32"),
+    (8, "void sgemm_largek_lds64<true, true, 6, 3, 4, 5, 2, 66>(float*, float const*, float const*, int, int, int, "
+        "int, int, int, float const*, float const*, float, float, int, int, int*, int*)", MM, False, "fp32"),
     (8, "void fft2d_r2c_32x32<float, false, 5u, true>(float2*, float const*, int, int, int, int, int, int, int, int, "
         "int, cudnn::reduced_divisor, bool, int2, int, int)", CV, False, "fp32"),
-    (8, "void epilogue::impl::globalKernel<float, float, float, true, true>(int, int, long, float*, cublasLtEpilogue_t, "
-        "int, float*, long, void*, long, long, long, float*, long, int*)", OT, False, None),
+    (8, "void epilogue::impl::globalKernel<float, float, float, true, true>(int, int, long, float*, "
+        "cublasLtEpilogue_t, int, float*, long, void*, long, long, long, float*, long, int*)", OT, False, None),
     (8, "void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(float const*, float const*, "
         "int, int, unsigned char*, bool)", OT, False, None),
     (8, "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", CO, False, None),
@@ -146,14 +148,15 @@ HOPPER = [  # measured on an H200 (torch 2.11, CUDA 13); fixtures add their name
         "::Params)", MM, False, "fp32"),  # matmul_fp32
     (9, "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>(cutlass_80_tensorop_s1688gemm_64x64_"
         "16x6_nn_align4::Params)", MM, True, "tf32"),
-    (9, "void sgemm_largek_lds64<true, false, 5, 5, 4, 4, 4, 34>(float*, float const*, float const*, int, int, int, int, "
-        "int, int, float const*, float const*, float, float, int, int, int*, int*)", MM, False, "fp32"),
+    (9, "void sgemm_largek_lds64<true, false, 5, 5, 4, 4, 4, 34>(float*, float const*, float const*, int, int, int, "
+        "int, int, int, float const*, float const*, float, float, int, int, int*, int*)", MM, False, "fp32"),
     (9, "void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)0>("
         "cudnn::engines_precompiled::nchw2nhwc_params_t<float>, float const*, float*)", OT, False, None),
     (9, "void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, false, float, "
-        "__nv_bfloat16, __nv_bfloat16, true, false, false, false>(cublasLt::cublasSplitKParams<float>)", OT, False, None),
-    (9, "void cask_plugin__5x_cudnn::xmma__5x_cudnn::init_device_workspace_kernel<xmma__5x_cudnn::implicit_gemm::fprop::"
-        "Warp_specialized_params_non_template<float> >(float)", OT, False, None),
+        "__nv_bfloat16, __nv_bfloat16, true, false, false, false>(cublasLt::cublasSplitKParams<float>)",
+     OT, False, None),
+    (9, "void cask_plugin__5x_cudnn::xmma__5x_cudnn::init_device_workspace_kernel<xmma__5x_cudnn::implicit_gemm::"
+        "fprop::Warp_specialized_params_non_template<float> >(float)", OT, False, None),
 ]
 
 ROCM = [  # hta-amd_trace-mi250 (computeMajor 9 is gfx90a there, not Hopper)

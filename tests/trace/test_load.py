@@ -198,7 +198,8 @@ def test_quirky_values_are_read_without_losing_neighbours(tmp_path, small_chunks
 def test_quirks_in_every_event(tmp_path, small_chunks):
     texts = [f'{{"name": "C:\\proj\\m{i}.py(3): f", "dur": inf, "args": {{"v": N/A}}, "ts": {i}}}' for i in range(50)]
     trace, got = read_all(write(tmp_path, kineto(texts)))
-    assert got == [{"name": f"C:\\proj\\m{i}.py(3): f", "dur": math.inf, "args": {"v": None}, "ts": i} for i in range(50)]
+    assert got == [{"name": f"C:\\proj\\m{i}.py(3): f", "dur": math.inf, "args": {"v": None}, "ts": i}
+                   for i in range(50)]
     assert trace.warnings == []
 
 

@@ -116,7 +116,8 @@ def test_zero_filled_gzip_tail_reads_as_a_truncation(tmp_path):
 
 
 def test_corrupt_gzip_is_unreadable(tmp_path):
-    packed = bytearray(gzip.compress(json.dumps({"traceEvents": [{"name": "e", "i": i} for i in range(3000)]}).encode()))
+    packed = bytearray(gzip.compress(
+        json.dumps({"traceEvents": [{"name": "e", "i": i} for i in range(3000)]}).encode()))
     packed[len(packed) // 2] ^= 0xFF
     path = tmp_path / "t.json.gz"
     path.write_bytes(bytes(packed))

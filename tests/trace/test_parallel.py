@@ -31,7 +31,8 @@ def _outcome(path: Path):
     model = report.analyses[0].model if report.analyses else None
     records = None if model is None else (model.steps, model.ops, model.runtime, model.gpu, model.syncs,
                                           model.frames, model.memory, model.skipped_events)
-    return (trace.events_read, [s.metrics for s in report.summaries], [(f.code, f.message, str(f.location)) for f in report.findings],
+    return (trace.events_read, [s.metrics for s in report.summaries],
+            [(f.code, f.message, str(f.location)) for f in report.findings],
             report.warnings, report.truncated, records)
 
 

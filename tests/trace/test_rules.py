@@ -65,7 +65,8 @@ def test_fixture_manifest_expectations(fixture_traces):
         for expected in spec["expected_rules"]:
             prefix = expected.rstrip("x")
             assert any(c.startswith(prefix) for c in codes), (name, expected, codes)
-        unexpected = {c for c in codes if c not in spec["expected_rules"] and c[:3] + "xx" not in spec["expected_rules"]}
+        unexpected = {c for c in codes
+                      if c not in spec["expected_rules"] and c[:3] + "xx" not in spec["expected_rules"]}
         # TL001 notes a trace without steps, TL302 a launch-bound run's unused memory: both legitimate extras
         assert unexpected <= {"TL001", "TL302"}, (name, unexpected)
 
@@ -171,7 +172,8 @@ def test_public_item_and_copies(public_traces):
 
 
 def test_public_notes(public_traces):
-    assert "TL001" in _codes(_public(public_traces, "hta-critical_path-benchmark_result_2869224_1695835535_trace.json.gz"))
+    assert "TL001" in _codes(
+        _public(public_traces, "hta-critical_path-benchmark_result_2869224_1695835535_trace.json.gz"))
     assert not _public(public_traces, "hta-cpu_only-rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz").findings
     # DDP's logger reads CUDA events every few steps: not an explicit synchronize in the user's loop
     assert "TL105" not in _codes(_public(public_traces, "hta-nccl_parser_config-nccl_data.json.gz"))

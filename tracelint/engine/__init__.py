@@ -6,7 +6,7 @@ from tracelint.engine.result import FileChecked, InputError, RunResult, TraceSum
 from tracelint.engine.rule import Rule, discover
 
 __all__ = [
-    "Config", "ConfigError", "Edit", "FileChecked", "Finding", "Fix", "InputError", "Location", "Rule", "RuleDoc", "RunResult",
-    "Severity", "SourceLocation", "TraceLocation", "TraceSummary", "catalog", "discover", "find_config",
+    "Config", "ConfigError", "Edit", "FileChecked", "Finding", "Fix", "InputError", "Location", "Rule", "RuleDoc",
+    "RunResult", "Severity", "SourceLocation", "TraceLocation", "TraceSummary", "catalog", "discover", "find_config",
     "load_config_file",
 ]

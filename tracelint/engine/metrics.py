@@ -3,8 +3,8 @@
 The trace half computes these (``tracelint.trace.metrics`` per device, ``tracelint.trace.analyze`` over the ranks of
 a job); everything that lists, formats, gates, diffs or documents metrics reads them from here: the text report (its
 order and units), the TL010 gate (``Metric.gate``), ``tracelint metrics`` and the README's metric table (a test keeps
-it equal to ``markdown_table()``). Code refers to a metric by its object (``GPU_BUSY_PCT.name``, ``GPU_BUSY_PCT.of(m)``),
-so a misspelt name fails at import, never as a silent ``None``.
+it equal to ``markdown_table()``). Code refers to a metric by its object (``GPU_BUSY_PCT.name``,
+``GPU_BUSY_PCT.of(m)``), so a misspelt name fails at import, never as a silent ``None``.
 
 Times are µs of the trace clock. "Launched in a step" means the runtime/driver call that launched the work starts
 inside that step's CPU ``ProfilerStep#N`` span; without steps the whole trace is one window (step 0), and every GPU

@@ -26,6 +26,7 @@ def discover(package: str, base: type) -> tuple[type, ...]:
     for info in pkgutil.iter_modules(pkg.__path__):
         module = importlib.import_module(f"{package}.{info.name}")
         for obj in vars(module).values():
-            if isinstance(obj, type) and issubclass(obj, base) and obj is not base and obj.code and obj.__module__ == module.__name__:
+            if (isinstance(obj, type) and issubclass(obj, base) and obj is not base and obj.code
+                    and obj.__module__ == module.__name__):
                 found[(obj.code, obj.__qualname__)] = obj
     return tuple(found[k] for k in sorted(found))

@@ -4,9 +4,10 @@
 a CPU-only trace, whose verdict is ``unknown`` — then runs every discovered TraceRule on each.
 
 ``analyze_paths(paths)`` reads many: a file gives one Report; a directory one per trace in it (the rule of
-tracelint.trace.files, which also names the JSON files it skipped). Reports whose files sit in one directory and look like the ranks of one job (same world size, distinct
-ranks, profiled within ten minutes of each other) are followed by one more Report for that directory, the rank
-summary: its verdict is the slowest rank's (largest mean step time), and its metrics give the spread across ranks.
+tracelint.trace.files, which also names the JSON files it skipped). Reports whose files sit in one directory and
+look like the ranks of one job (same world size, distinct ranks, profiled within ten minutes of each other) are
+followed by one more Report for that directory, the rank summary: its verdict is the slowest rank's (largest mean
+step time), and its metrics give the spread across ranks.
 An unreadable file becomes an InputError, never an exception.
 """
 from __future__ import annotations

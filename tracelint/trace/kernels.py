@@ -60,7 +60,8 @@ _TYPE_TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 # An MMA instruction shape after the accumulator letter: Volta 884, Turing 1688/8816, Ampere+ 16816/16832/1688
 # (tf32), 16864 (int4). Its presence is what makes a legacy cuBLAS/cuDNN/CUTLASS name a Tensor Core kernel.
-_MMA = re.compile(r"(?P<acc>[hsdic])(?P<shape>884|1688|8816|16816|16832|16864|16x8x8|16x8x16)(?P<what>gemm|cudnn|dgrad|wgrad|fprop|conv|bmm)", re.I)
+_MMA = re.compile(r"(?P<acc>[hsdic])(?P<shape>884|1688|8816|16816|16832|16864|16x8x8|16x8x16)"
+                  r"(?P<what>gemm|cudnn|dgrad|wgrad|fprop|conv|bmm)", re.I)
 _LEGACY_BLAS = re.compile(r"(?:^|[_:<\s])(?P<prec>[sdhcz]|gc|cg)(?P<what>gemm|gemv|gemmk1|cudnn)(?:[_<(]|$)", re.I)
 # The type fields of an xmma name (``f32f32_tf32f32_f32``, ``bf16bf16_bf16f32_f32``): storage, MMA and accumulator
 # types. The narrowest type among them is the one the MMA instruction consumes.
@@ -70,7 +71,8 @@ _XMMA_RANK = (("e4m3", "fp8"), ("e5m2", "fp8"), ("i8", "int8"), ("s8", "int8"), 
 _XMMA_TOKEN = re.compile(r"tf32|bf16|f16|f32|f64|e4m3|e5m2|i8|s8|i32")
 _TENSILE = re.compile(r"^Cijk_A\w+?_B\w+?_(?P<type>[A-Z0-9x]+?)_", re.I)
 _TENSILE_MFMA = re.compile(r"_MI\d+x\d+x\d+(?:x\d+)?_")
-_ARCH_PREFIX = re.compile(r"(?:^|[<_\s])(?:cudnn_(?:infer_|train_)?)?(maxwell|pascal|volta|turing|ampere|ada|hopper|blackwell|sm(\d{2,3}))_", re.I)
+_ARCH_PREFIX = re.compile(r"(?:^|[<_\s])(?:cudnn_(?:infer_|train_)?)?"
+                          r"(maxwell|pascal|volta|turing|ampere|ada|hopper|blackwell|sm(\d{2,3}))_", re.I)
 _CUTLASS_ARCH = re.compile(r"cutlass(?:3x)?_(?:sm)?(\d{2,3})_", re.I)
 
 _ARCH_NAMES = {"maxwell": 5, "pascal": 6, "volta": 7, "turing": 7, "ampere": 8, "ada": 8, "hopper": 9, "blackwell": 10}
@@ -136,7 +138,8 @@ def _classify(name: str, arch: int | None) -> KernelClass:
     match = _TENSILE.match(name)
     if match:
         code = match.group("type").upper()
-        precision = {"S": "fp32", "D": "fp64", "H": "fp16", "B": "bf16", "X": "tf32", "I": "int8", "F": "fp8"}.get(code[0])
+        precision = {"S": "fp32", "D": "fp64", "H": "fp16", "B": "bf16", "X": "tf32", "I": "int8",
+                     "F": "fp8"}.get(code[0])
         if code.startswith(("I8", "4XI8")):
             precision = "int8"
         return KernelClass(MATMUL, bool(_TENSILE_MFMA.search(name)), precision, "tensile")
@@ -147,7 +150,8 @@ def _classify(name: str, arch: int | None) -> KernelClass:
 
     # --- cuBLAS / cuDNN xmma (sm70+) ---
     if "_xmma_" in low:
-        op = _op_of(name.replace("implicit_gemm", "")) if any(t in low for t in ("fprop", "dgrad", "wgrad", "conv")) else MATMUL
+        op = (_op_of(name.replace("implicit_gemm", ""))
+              if any(t in low for t in ("fprop", "dgrad", "wgrad", "conv")) else MATMUL)
         tokens = {t for field in _XMMA_TYPES.findall(low) for t in _XMMA_TOKEN.findall(field)}
         precision = next((p for token, p in _XMMA_RANK if token in tokens), explicit)
         fma = "ffma" in low or "simt" in low or "dfma" in low
@@ -167,7 +171,8 @@ def _classify(name: str, arch: int | None) -> KernelClass:
     if "cutlass" in low:
         if "reduction" in low or "reducesplitk" in low or "epilogue" in low and "gemm" not in low:
             return KernelClass(OTHER, False, None, "cutlass")
-        tensor = any(t in low for t in ("tensorop", "wmma", "gmma", "mmatensorop", "tcgen05", "umma")) and "simt" not in low
+        tensor = (any(t in low for t in ("tensorop", "wmma", "gmma", "mmatensorop", "tcgen05", "umma"))
+                  and "simt" not in low)
         op = ATTENTION if any(t in low for t in ("fmha", "attention", "flash")) else CONV if any(
             t in low for t in ("conv", "fprop", "dgrad", "wgrad")) else MATMUL
         mma = _MMA.search(name)
@@ -181,15 +186,18 @@ def _classify(name: str, arch: int | None) -> KernelClass:
     # --- legacy cuBLAS / cuDNN names with an MMA shape ---
     mma = _MMA.search(name)
     if mma:
-        precision = explicit if explicit not in (None, "fp32") else _mma_precision(mma.group("acc"), mma.group("shape"), arch)
+        precision = (explicit if explicit not in (None, "fp32")
+                     else _mma_precision(mma.group("acc"), mma.group("shape"), arch))
         return KernelClass(_op_of(name), True, precision, "mma")
 
     # --- the rest of cuBLAS / cuDNN / MAGMA: SIMT math ---
     blas = _LEGACY_BLAS.search(name)
-    if blas or any(t in low for t in ("gemv", "gemmk1", "sgemm", "dgemm", "hgemm", "convolve_", "wgrad_alg", "dgrad_engine",
-                                      "dgrad2d", "winograd", "fft2d_", "im2col", "conv_depthwise", "depthwise_conv")):
+    if blas or any(t in low for t in ("gemv", "gemmk1", "sgemm", "dgemm", "hgemm", "convolve_", "wgrad_alg",
+                                      "dgrad_engine", "dgrad2d", "winograd", "fft2d_", "im2col", "conv_depthwise",
+                                      "depthwise_conv")):
         prefix = blas.group("prec").lower() if blas else ""
-        precision = explicit or {"s": "fp32", "d": "fp64", "h": "fp16", "c": "fp32", "gc": "fp32", "cg": "fp32", "z": "fp64"}.get(prefix)
+        precision = explicit or {"s": "fp32", "d": "fp64", "h": "fp16", "c": "fp32", "gc": "fp32", "cg": "fp32",
+                                 "z": "fp64"}.get(prefix)
         if precision is None and re.search(r"(?:^|[_\s])s(?:gemm|gemv)", low):
             precision = "fp32"
         op = CONV if blas and blas.group("what").lower() == "cudnn" else _op_of(name) if any(

@@ -513,7 +513,8 @@ class _EventReader:
             try:
                 end, how = _read_members(data, pos, trace.meta, need_comma=True, stop_at_events=False)
             except TraceReadError as e:
-                trace.warnings.append(f"ignored the data after traceEvents: {str(e).removeprefix('not a JSON trace: ')}")
+                trace.warnings.append("ignored the data after traceEvents: "
+                                      f"{str(e).removeprefix('not a JSON trace: ')}")
                 return
             if how == _AT_EOF:
                 self._truncated("after traceEvents")

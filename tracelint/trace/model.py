@@ -7,9 +7,10 @@ GPU activity (kernels, copies, memsets), ``cuda_sync`` events, user-code ``pytho
 samples and the top-level device / distributed facts. PyTorch <= 1.9 categories (``Operator``, ``Runtime``,
 ``Kernel``, ``Memcpy``, ``Memset``) are read the same way.
 
-GPU work is assigned to a step by its launch (the GPU lags the CPU: on a GPU-bound run a step's host span is a fraction of the GPU time it launches), never by time overlap: a GPU event
-belongs to the step whose CPU ``ProfilerStep#N`` span contains the start of the runtime/driver call that launched
-it. A trace without steps is one window (step 0) and says so in ``has_steps``.
+GPU work is assigned to a step by its launch (the GPU lags the CPU: on a GPU-bound run a step's host span is a
+fraction of the GPU time it launches), never by time overlap: a GPU event belongs to the step whose CPU
+``ProfilerStep#N`` span contains the start of the runtime/driver call that launched it. A trace without steps is
+one window (step 0) and says so in ``has_steps``.
 
 Records are NamedTuples rather than frozen dataclasses: they are built a million times in the one hot loop, and a
 tuple is both the cheapest to build and the smallest to keep.

@@ -72,7 +72,8 @@ def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = Fals
         h2d = M.H2D_PCT_OF_GPU_BUSY.of(metrics) or 0.0
         if h2d >= 10.0:
             pageable = (M.H2D_PAGEABLE_BYTES.of(metrics) or 0) > (M.H2D_PINNED_BYTES.of(metrics) or 0)
-            extra += f"; host-to-device copies{' from pageable memory' if pageable else ''} fill {_f(h2d)}% of the busy time"
+            extra += (f"; host-to-device copies{' from pageable memory' if pageable else ''} "
+                      f"fill {_f(h2d)}% of the busy time")
         return Verdict(GPU_BOUND, f"gpu-bound: GPU busy {_f(busy)}% {where}{extra}")
     idle = 100.0 - busy
     data = M.IDLE_PCT["data_wait"].of(metrics) or 0.0

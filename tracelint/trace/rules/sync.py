@@ -153,14 +153,16 @@ class _SyncRule(TraceRule):
             source = refine_source(site.source, analysis.path, self.pattern, config.root if config else None)
             where = f" at {_short(source)}" if source else ""
             if analysis.has_steps:
-                count = f"{per_step:.3g} time{'s' if per_step != 1 else ''} per step ({len(site.steps)} of {n_steps} steps)"
+                count = (f"{per_step:.3g} time{'s' if per_step != 1 else ''} per step "
+                         f"({len(site.steps)} of {n_steps} steps)")
             else:
                 count = f"{site.count} times in the trace (no ProfilerStep: whole trace)"
             share = ""
             if step_us:
                 part = 100.0 * site.stall_us / n_steps / step_us
                 share = f", {part:.1f} % of the step" if part >= 0.1 else ", under 0.1 % of the step"
-            message = f"{self.what} makes the host wait for the GPU {count}{where}; the host stalls {ms(each)} each{share}"
+            message = (f"{self.what} makes the host wait for the GPU {count}{where}; "
+                       f"the host stalls {ms(each)} each{share}")
             call = site.first_call
             loc = analysis.location(step=site.first_step, start=call.start, end=call.end,
                                     event=site.event, tid=call.tid, op=site.first_op)
