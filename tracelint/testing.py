@@ -35,7 +35,7 @@ from tracelint.trace import Report, analyze_trace
 from tracelint.trace.analyze import report_from_model
 from tracelint.trace.model import build_model
 
-__all__ = ["TraceBuilder", "analyze"]
+__all__ = ["TraceBuilder", "analyze", "analyze_job"]
 
 Event = dict[str, Any]
 
@@ -56,6 +56,8 @@ class TraceBuilder:
         self.pid, self.tid, self.device, self.legacy = pid, tid, device, legacy
         self.now = 0.0  # the main thread's host time (loop level)
         self.cut: float | None = None  # see truncate()
+        self.clock_offset_us = 0.0  # see distributed()
+        self.events_gpu_end = 0.0  # see gpu_end
         self._corr = 1000
         self._free: dict[tuple[int, int], float] = {}  # (device, stream) -> when its queued work ends
         self._allocated: dict[int, int] = {}  # device -> Total Allocated
@@ -70,6 +72,13 @@ class TraceBuilder:
                  "computeMinor": 0, "numSms": sm_count}
         others = [p for p in self.meta.get("deviceProperties", []) if p.get("id") != device]
         self.meta["deviceProperties"] = sorted([*others, props], key=lambda p: p["id"])
+        return self
+
+    def distributed(self, rank: int, world_size: int, *, clock_offset_us: float = 0.0) -> TraceBuilder:
+        """Make this trace one rank of a job (``distributedInfo``); ``clock_offset_us`` shifts every timestamp as
+        written, as a host whose clock runs ahead of the other ranks' would."""
+        self.meta["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size}
+        self.clock_offset_us = clock_offset_us
         return self
 
     def truncate(self, fraction: float = 0.6) -> TraceBuilder:
@@ -122,6 +131,44 @@ class TraceBuilder:
         if op is not None:
             self.op(op, start, self.now - start, cat=self._cat(op))
             self.now += _PYTHON_US
+        return self.now
+
+    @property
+    def gpu_end(self) -> float:
+        """When the GPU work added last ends (device time): for ``collective(until=...)`` on another rank."""
+        return self.events_gpu_end
+
+    def collective(self, name: str = "all_reduce", *, gpu_us: float | None = None, until: float | None = None,
+                   nelems: int = 1 << 20, group: str = "0", stream: int = 20, after_stream: int = 7,
+                   blocking: bool = True) -> float:
+        """Launch an NCCL collective (``all_reduce``, ``all_gather``, ``reduce_scatter``, ``broadcast``) on the
+        communication stream ``stream``, with the args torch 2.x writes on its kernel. As ProcessGroupNCCL does, it
+        waits for the work queued so far on ``after_stream`` (the compute stream), then runs ``gpu_us`` — waiting
+        for the other ranks included — beside whatever is queued on the compute stream after it. ``blocking``: the
+        compute stream then waits for it (a synchronous ``all_reduce``; DDP before the optimizer step); with
+        ``blocking=False`` (a bucket's all-reduce during backward) later compute runs beside it. ``until`` instead
+        of ``gpu_us``: it ends at that device time, as a rank that arrives first ends with the last one (another
+        rank's ``gpu_end``). Returns ``now``."""
+        size = (self.meta.get("distributedInfo") or {}).get("world_size", 2)
+        kernel = "ncclDevKernel_{}_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)".format(
+            "".join(part.capitalize() for part in name.split("_")))
+        args = {"Collective name": name.replace("_", ""), "Process Group Name": group, "In msg nelems": nelems,
+                "Out msg nelems": nelems, "Group size": size, "dtype": "Float"}
+        start = self.now
+        at = start + 1.0
+        corr = self.runtime("cudaLaunchKernel", at, LAUNCH_CALL_US)
+        ready = max(at + LAUNCH_DELAY_US, self._free.get((self.device, after_stream), 0.0),
+                    self._free.get((self.device, stream), 0.0))
+        if (gpu_us is None) == (until is None):
+            raise ValueError("collective() takes gpu_us or until")
+        end = self._queue(kernel, corr, ready, gpu_us if until is None else max(1.0, until - ready),
+                          stream=stream, **args)
+        if blocking:
+            key = (self.device, after_stream)
+            self._free[key] = max(self._free.get(key, end), end)
+        self.now = at + LAUNCH_CALL_US + 1.0
+        self.op("record_param_comms", start, self.now - start)
+        self.now += _PYTHON_US
         return self.now
 
     def item(self) -> float:
@@ -209,6 +256,7 @@ class TraceBuilder:
         if corr is not None:
             event["args"]["correlation"] = corr
         self.events.append(event)
+        self.events_gpu_end = ts + dur
         key = (device, stream)
         self._free[key] = max(self._free.get(key, ts + dur), ts + dur)
         return event
@@ -237,7 +285,10 @@ class TraceBuilder:
 
     def to_dict(self) -> dict[str, Any]:
         """The trace as Kineto writes it: the top-level keys, then ``traceEvents``."""
-        return {**self.meta, "traceEvents": self.events}
+        events = self.events
+        if self.clock_offset_us:
+            events = [{**e, "ts": e["ts"] + self.clock_offset_us} for e in events]
+        return {**self.meta, "traceEvents": events}
 
     def to_bytes(self) -> bytes:
         """The JSON file's bytes (cut short after ``truncate``)."""
@@ -280,6 +331,30 @@ class TraceBuilder:
         self.now = sync_end + _PYTHON_US
 
 
+def analyze_job(ranks: list[TraceBuilder], *, config: Config | None = None,
+                thresholds: Mapping[str, float] | None = None) -> list[Report]:
+    """The Reports of ``tracelint.trace.analyze_paths`` on the ranks of one job, written as one folder: one per
+    rank, then the job summary (its findings are the job rules')."""
+    from tracelint.trace import analyze_paths
+
+    config = _with_thresholds(config or Config(), thresholds)
+    with tempfile.TemporaryDirectory(prefix="tracelint-") as tmp:
+        for trace in ranks:
+            rank = (trace.meta.get("distributedInfo") or {}).get("rank")
+            trace.write(Path(tmp) / f"rank{rank}.pt.trace.json")
+        results = list(analyze_paths([tmp], config=config))
+    reports = [r for r in results if isinstance(r, Report)]
+    assert len(reports) == len(results), f"unreadable synthetic traces: {results}"
+    return reports
+
+
+def _with_thresholds(config: Config, thresholds: Mapping[str, float] | None) -> Config:
+    if not thresholds:
+        return config
+    return replace(config, trace_thresholds=(*config.trace_thresholds,
+                                             *((key, float(value)) for key, value in thresholds.items())))
+
+
 def analyze(trace: TraceBuilder, *, config: Config | None = None,
             thresholds: Mapping[str, float] | None = None) -> Report:
     """The Report of ``tracelint.trace.analyze_trace`` on the built trace; ``thresholds`` (``[tool.tracelint.trace]``
@@ -287,12 +362,10 @@ def analyze(trace: TraceBuilder, *, config: Config | None = None,
 
     The trace is analyzed in memory; a truncated one is written to a temporary file, since detecting the cut is
     the trace reader's job."""
-    config = config or Config()
-    if thresholds:
-        config = replace(config, trace_thresholds=(*config.trace_thresholds,
-                                                   *((key, float(value)) for key, value in thresholds.items())))
+    config = _with_thresholds(config or Config(), thresholds)
     name = "synthetic.pt.trace.json"
     if trace.cut is None:
-        return report_from_model(name, build_model([trace.events], lambda: trace.meta), config=config)
+        return report_from_model(name, build_model([trace.to_dict()["traceEvents"]], lambda: trace.meta),
+                                 config=config)
     with tempfile.TemporaryDirectory(prefix="tracelint-") as tmp:
         return analyze_trace(trace.write(Path(tmp) / name), config=config)

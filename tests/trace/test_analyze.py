@@ -10,9 +10,9 @@ import pytest
 from tests.trace.synth import Synth
 from tracelint.engine import Config, InputError, TraceSummary
 from tracelint.trace import Report, analyze_paths, analyze_trace
-from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, INPUT_BOUND, UNKNOWN
+from tracelint.trace.verdict import COMM_BOUND, CPU_BOUND, GPU_BOUND, INPUT_BOUND, UNKNOWN
 
-VERDICTS = {INPUT_BOUND, CPU_BOUND, GPU_BOUND, UNKNOWN}
+VERDICTS = {INPUT_BOUND, CPU_BOUND, GPU_BOUND, COMM_BOUND, UNKNOWN}
 
 
 def test_every_public_trace_gives_a_report(public_traces):

@@ -1,7 +1,8 @@
 """The trace scenarios of the rule catalog run as test cases: every rule the trace half implements has ```` ```python
 trace ```` blocks (built with tracelint.testing) under *Example*, which must make it fire, and under *Use instead*,
-which must not. A block defines ``trace`` (a TraceBuilder) and may define ``config``, a dict of
-``[tool.tracelint.trace]`` thresholds to analyze it with (TL010 checks nothing unless a limit is set)."""
+which must not. A block defines ``trace`` (a TraceBuilder) — or ``ranks``, a list of them, the ranks of one job,
+read as one folder — and may define ``config``, a dict of ``[tool.tracelint.trace]`` thresholds to analyze it with
+(TL010 checks nothing unless a limit is set)."""
 from __future__ import annotations
 
 import textwrap
@@ -12,7 +13,7 @@ import pytest
 
 import tracelint.testing
 from tracelint.engine import Finding, RuleDoc, catalog
-from tracelint.testing import TraceBuilder, analyze
+from tracelint.testing import TraceBuilder, analyze, analyze_job
 from tracelint.trace import Report, analyze_trace
 
 TRACE_DOCS = [doc for doc in catalog().values() if "trace" in doc.implemented_by]
@@ -42,16 +43,25 @@ REASONS: dict[str, Callable[[Finding, Mapping], bool]] = {
     "TL302": lambda f, config: _d(f)["peak_memory_bytes"] < _d(f)["device_memory_bytes"] / 4,
     "TL401": lambda f, config: "ffma" in f.location.event,
     "TL501": lambda f, config: _d(f)["kernels_per_step"] >= 50 and _d(f)["launch_delay_us"] <= 50,
+    "TL601": lambda f, config: _d(f)["comm_overlap_pct"] < 10,
+    "TL602": lambda f, config: _d(f)["straggler_rank"] == 1 and _d(f)["straggler_verdict"] == "cpu-bound",
 }
 
 
-def _scenario(doc: RuleDoc, index: int, text: str) -> tuple[Report, Mapping]:
+def _scenario(doc: RuleDoc, index: int, text: str) -> tuple[list[Report], Mapping]:
+    """The scenario's Reports: one for a ``trace``; for ``ranks``, one per rank and the job summary."""
     namespace: dict[str, object] = {"__name__": f"{doc.code.lower()}_trace_{index}"}
     exec(compile(text, f"{doc.path.name} (trace scenario {index})", "exec"), namespace)
-    trace, config = namespace.get("trace"), namespace.get("config") or {}
-    assert isinstance(trace, TraceBuilder), f"trace scenario {index} of {doc.code} defines no `trace` builder"
+    trace, ranks, config = namespace.get("trace"), namespace.get("ranks"), namespace.get("config") or {}
     assert isinstance(config, Mapping), f"`config` of trace scenario {index} of {doc.code} is not a dict"
-    return analyze(trace, thresholds=config), config
+    if ranks is not None:
+        assert isinstance(ranks, list) and all(isinstance(t, TraceBuilder) for t in ranks), \
+            f"`ranks` of trace scenario {index} of {doc.code} is not a list of TraceBuilders"
+        reports = analyze_job(ranks, thresholds=config)
+        assert len(reports) == len(ranks) + 1, f"trace scenario {index} of {doc.code}: the ranks are not one job"
+        return reports, config
+    assert isinstance(trace, TraceBuilder), f"trace scenario {index} of {doc.code} defines no `trace` builder"
+    return [analyze(trace, thresholds=config)], config
 
 
 SCENARIOS = [(doc, kind, index, text) for doc in TRACE_DOCS
@@ -72,13 +82,15 @@ def test_every_trace_rule_has_scenarios(doc):
 @pytest.mark.parametrize(("doc", "kind", "index", "text"), SCENARIOS,
                          ids=[f"{d.code}-{kind}{i}" for d, kind, i, _ in SCENARIOS])
 def test_scenario(doc, kind, index, text):
-    report, config = _scenario(doc, index, text)
-    found = [f for f in report.findings if f.code == doc.code]
+    reports, config = _scenario(doc, index, text)
+    findings = [f for report in reports for f in report.findings]
+    found = [f for f in findings if f.code == doc.code]
     if kind == "good":
         assert not found, f"good trace scenario {index} of {doc.code} fires: {[f.message for f in found]}"
-        assert report.verdict != "unknown", f"good trace scenario {index} of {doc.code} has no GPU work in its steps"
+        assert all(r.verdict != "unknown" for r in reports), \
+            f"good trace scenario {index} of {doc.code} has no GPU work in its steps"
         return
-    assert found, f"bad trace scenario {index} of {doc.code} does not fire; it got {[f.code for f in report.findings]}"
+    assert found, f"bad trace scenario {index} of {doc.code} does not fire; it got {[f.code for f in findings]}"
     reason = REASONS.get(doc.code)
     assert reason is None or any(reason(f, config) for f in found), \
         f"bad trace scenario {index} of {doc.code} fires for another reason: {[f.message for f in found]}"

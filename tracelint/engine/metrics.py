@@ -89,6 +89,33 @@ for _cause in IDLE_CAUSES:
         f"idle_{_cause}_pct", "pct", "lower",
         f"idle_{_cause}_us as a percent of gpu_idle_us (the five idle parts sum to 100).")
     IDLE_US[_cause] = _declare(f"idle_{_cause}_us", "us", "lower", f"GPU idle time from {_CAUSE_TEXT[_cause]}.")
+COMPUTE_BUSY_PCT = _declare(
+    "compute_busy_pct", "pct", "higher",
+    "Length of the union of the device's compute intervals (every kernel, copy and memset that is not "
+    "communication) in the GPU window, as a percent of gpu_window_us; gpu_busy_us is compute plus exposed_comm_us. "
+    "None when the device ran no communication (then it is gpu_busy_pct).")
+COMM_PCT_OF_WINDOW = _declare(
+    "comm_pct_of_window", "pct", None, "comm_time_us as a percent of gpu_window_us.")
+COMM_TIME_US = _declare(
+    "comm_time_us", "us", None,
+    "Length of the union of the device's communication intervals in the GPU window: NCCL/RCCL kernels of every "
+    "collective and send/recv, symmetric-memory and DeepEP communication kernels, peer-to-peer copies "
+    "(tracelint.trace.comm). None when the device ran no communication.")
+COMM_OVERLAP_PCT = _declare(
+    "comm_overlap_pct", "pct", "higher",
+    "Part of comm_time_us during which compute runs on the same device (any stream), in percent of comm_time_us.")
+EXPOSED_COMM_PCT = _declare(
+    "exposed_comm_pct", "pct", "lower", "exposed_comm_us as a percent of gpu_window_us.",
+    gate="max-exposed-comm-pct")
+EXPOSED_COMM_US = _declare(
+    "exposed_comm_us", "us", "lower",
+    "comm_time_us less the part with compute beside it: communication, waiting for other ranks included, that "
+    "adds to the step.")
+COMM_WAIT_US = _declare(
+    "comm_wait_us", "us", "lower",
+    "Per step: the time this rank's collectives spend waiting for the last rank to reach them (each matched "
+    "collective's latest start over the ranks, less this rank's start, at most its duration; "
+    "tracelint.trace.job). None without the other ranks' traces.")
 H2D_COUNT = _declare(
     "h2d_count", "count", None, "Host-to-device copies (Memcpy HtoD, ROCm's Host -> Device) launched in the steps.")
 H2D_BYTES = _declare("h2d_bytes", "bytes", None, "Bytes of the host-to-device copies launched in the steps.")
@@ -188,6 +215,29 @@ WORLD_SIZE = _declare("world_size", "count", None, "The job's number of ranks (d
 SLOWEST_RANK = _declare("slowest_rank", "label", None, "The rank with the largest mean step time.", scope="job")
 FASTEST_RANK = _declare("fastest_rank", "label", None, "The rank with the smallest mean step time.", scope="job")
 VERDICTS = _declare("verdicts", "label", None, "The verdict of each rank.", scope="job")
+STRAGGLER_RANK = _declare(
+    "straggler_rank", "label", None,
+    "The rank the others wait for: the one that reaches matched collectives last, with the most waiting caused; "
+    "None when that wait is under straggler-min-wait-pct (10 %) of the mean step time (a balanced job).",
+    scope="job")
+STRAGGLER_WAIT_US = _declare(
+    "straggler_wait_us", "us", "lower",
+    "Per step: the mean over the other ranks of the time they wait in collectives the straggler reaches last (the "
+    "most-waited-for rank's, when the job is balanced).", scope="job")
+COMM_WAIT_US_MAX = _declare(
+    "comm_wait_us_max", "us", "lower", "Largest comm_wait_us of the ranks.", scope="job")
+COLLECTIVES_MATCHED = _declare(
+    "collectives_matched", "count", None,
+    "Collectives matched across the ranks: by order within each process group and step, checked against the "
+    "collective's name and message size.", scope="job")
+COLLECTIVES_UNMATCHED = _declare(
+    "collectives_unmatched", "count", "lower",
+    "Communication kernels of the ranks that could not be matched (counts or names that disagree).", scope="job")
+CLOCK_OFFSET_US_MAX = _declare(
+    "clock_offset_us_max", "us", None,
+    "Largest clock offset between a rank and the lowest rank, estimated as the median difference of the ends of "
+    "their matched collectives (which complete at about the same moment on every rank); applied to the waits "
+    "when over 50 µs (ranks on several hosts), else the clocks are taken as shared.", scope="job")
 GPU_EVENTS = _declare("gpu_events", "count", None, "Kernels, copies and memsets of the device in the trace.")
 GPU_WINDOW_US = _declare(
     "gpu_window_us", "us", None,

@@ -30,6 +30,12 @@ VERDICT = (
               "input-bound when idle_data_wait_pct is at least this (below the gpu-bound limit)"),
     Threshold("min-idle-gap-us", 5.0, ("verdict",),
               "idle gaps shorter than this count as idle_short_gap, not charged to a host cause"),
+    Threshold("comm-bound-exposed-pct", 25.0, ("verdict",),
+              "comm-bound when exposed_comm_pct (communication with no compute beside it, waiting for other ranks "
+              "included) is at least this"),
+    Threshold("straggler-min-wait-pct", 10.0, ("verdict",),
+              "a job has a straggler when the other ranks wait for one rank at least this percent of the step "
+              "(straggler_wait_us against the mean step time; tracelint.trace.job)"),
 )
 
 

@@ -1,7 +1,9 @@
 """The human report (``--format text``, the default), in ruff's manner.
 
 When traces were analysed, the first line is the verdict with its evidence (what bounds the step, and the number
-that says so); then one block per trace and rank: its metrics in a compact table and its findings. Source findings
+that says so); then one block per trace and rank: its metrics in a compact table and its findings; a job (the
+ranks of one folder) ends with its own block: a table with a row per rank (verdict, step time, busy, compute busy,
+communication, overlap, exposed communication, wait for other ranks), its metrics and its findings. Source findings
 follow as ``path:line:col: TL101 [*] message`` (``[*]``: a safe fix exists; columns 1-based; notebooks as
 ``nb.ipynb:cell 3:4:5:``), and a last line counts them. Color only when stdout is a terminal and NO_COLOR is unset.
 A ``tracelint verify`` result is one block per target instead: the baseline, a table of the measured fixes, and a
@@ -16,7 +18,9 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
+from pathlib import Path
 
+from tracelint.engine import metrics as M
 from tracelint.engine.finding import Finding, Severity, SourceLocation, TraceLocation
 from tracelint.engine.metrics import GPU_BUSY_PCT, registry
 from tracelint.engine.metrics import unit as metric_unit
@@ -192,8 +196,12 @@ def render(result: RunResult, *, color: bool | None = None) -> str:
             lines.extend(_trace_block(summary, blocks.get(i, []), paint, with_evidence=len(result.traces) > 1))
             placed.update(id(f) for f in blocks.get(i, []))
         for summary in overall:
+            mine = [f for f in result.findings if id(f) not in placed and isinstance(f.location, TraceLocation)
+                    and f.location.path == summary.path]
+            placed.update(id(f) for f in mine)
+            members = [s for s in ranks if Path(summary.path) in Path(s.path).parents]
             lines.append("")
-            lines.extend(_trace_block(summary, [], paint, with_evidence=len(overall) > 1))
+            lines.extend(_trace_block(summary, mine, paint, with_evidence=len(overall) > 1, ranks=members))
         if not overall and len(ranks) > 1:
             lines.extend(["", spread_line(ranks)])
     rest = [f for f in result.findings if id(f) not in placed]
@@ -284,11 +292,14 @@ def _findings_by_trace(findings: Iterable[Finding], traces: list[TraceSummary]) 
 
 
 def _trace_block(summary: TraceSummary, findings: list[Finding], paint: _Paint, *,
-                 with_evidence: bool) -> list[str]:
+                 with_evidence: bool, ranks: list[TraceSummary] = ()) -> list[str]:
     title = f"{summary.path} (rank {summary.rank})" if summary.rank is not None else summary.path
     lines = [f"{paint(title, 'bold')}: {paint(summary.verdict, 'bold')}"]
     if with_evidence and _evidence(summary):
         lines.append(f"  {_evidence(summary)}")
+    if ranks:
+        lines.extend(rank_table(ranks))
+        lines.append("")
     lines.extend(metrics_table(summary.metrics))
     lines.extend(f"  {paint('note', 'dim')}: {w}" for w in summary.warnings)
     if findings:
@@ -296,6 +307,35 @@ def _trace_block(summary: TraceSummary, findings: list[Finding], paint: _Paint, 
         for finding in findings:
             lines.extend(finding_lines(finding, paint))
     return lines
+
+
+RANK_COLUMNS = ("rank", "verdict", "step ms", "busy", "compute", "comm ms", "overlap", "exposed ms", "wait ms")
+
+
+def rank_table(ranks: list[TraceSummary], indent: str = "  ") -> list[str]:
+    """A row per rank of a job: its verdict, mean step time, GPU busy and compute busy (percent of the window),
+    and per step its communication time, the part of it beside compute, the exposed part and the wait for other
+    ranks (ms)."""
+    from tabulate import tabulate
+
+    def per_step(m: dict, value) -> str:
+        return "–" if value is None else f"{value / max(1, M.STEPS.of(m) or 1) / 1000:.1f}"
+
+    def share(value) -> str:
+        return "–" if value is None else f"{value:.0f}%"
+
+    rows = []
+    for s in sorted(ranks, key=lambda s: (s.rank is None, s.rank)):
+        m = s.metrics
+        step = max(M.STEP_CPU_US_MEAN.of(m) or 0.0, M.STEP_GPU_SPAN_US_MEAN.of(m) or 0.0)
+        wait = M.COMM_WAIT_US.of(m)
+        rows.append((s.rank, s.verdict, f"{step / 1000:.1f}" if step else "–", share(GPU_BUSY_PCT.of(m)),
+                     share(M.COMPUTE_BUSY_PCT.of(m)), per_step(m, M.COMM_TIME_US.of(m)),
+                     share(M.COMM_OVERLAP_PCT.of(m)), per_step(m, M.EXPOSED_COMM_US.of(m)),
+                     "–" if wait is None else f"{wait / 1000:.1f}"))
+    text = tabulate(rows, headers=RANK_COLUMNS, tablefmt="simple", disable_numparse=True,
+                    colalign=("right", "left", *("right",) * 7))
+    return [indent + line.rstrip() for line in text.splitlines()]
 
 
 def finding_lines(finding: Finding, paint: _Paint) -> list[str]:

@@ -4,10 +4,13 @@
 a CPU-only trace, whose verdict is ``unknown`` — then runs every discovered TraceRule on each.
 
 ``analyze_paths(paths)`` reads many: a file gives one Report; a directory one per trace in it (the rule of
-tracelint.trace.files, which also names the JSON files it skipped). Reports whose files sit in one directory and
-look like the ranks of one job (same world size, distinct ranks, profiled within ten minutes of each other) are
-followed by one more Report for that directory, the rank summary: its verdict is the slowest rank's (largest mean
-step time), and its metrics give the spread across ranks.
+tracelint.trace.files, which also names the JSON files it skipped). Files that sit in one directory and look like
+the ranks of one job (same world size, distinct ranks, profiled within ten minutes of each other) are read together
+before they are judged: their collectives are matched and each rank's wait for its peers measured
+(tracelint.trace.job), so a rank's verdict can say whom it waits for. Their Reports are followed by one more for the
+directory, the job summary: its verdict is the straggler's when the job has one (it is what to fix), else the
+slowest rank's (largest mean step time); its metrics give the spread across ranks, and its findings are the job
+rules' (TL602).
 An unreadable file becomes an InputError, never an exception.
 """
 from __future__ import annotations
@@ -21,10 +24,11 @@ from pathlib import Path
 from tracelint.engine import Config, Finding, InputError, TraceSummary, discover
 from tracelint.engine import metrics as M
 from tracelint.trace.files import Skipped, traces_in
+from tracelint.trace.job import Job, analyze_job
 from tracelint.trace.load import NotATrace, TraceReadError, open_trace
 from tracelint.trace.metrics import TraceAnalysis, analyze_device
 from tracelint.trace.model import TraceModel, build_model
-from tracelint.trace.rule import TraceRule
+from tracelint.trace.rule import JobRule, TraceRule
 from tracelint.trace.verdict import Verdict, decide
 
 _SAME_JOB_SECONDS = 600.0
@@ -57,11 +61,25 @@ class Report:
         return any(a.truncated for a in self.analyses)
 
 
+@dataclass(slots=True)
+class _Read:
+    """One trace file read and its devices measured, not yet judged (verdicts and rules wait for the job)."""
+
+    path: str
+    analyses: list[TraceAnalysis]
+    warnings: tuple[str, ...]
+    truncated: bool
+
+
 def analyze_trace(path, *, config: Config | None = None, progress=None) -> Report:
     """Analyze one trace file; raises TraceReadError when it is not a readable trace.
 
     ``progress(done_bytes, total_bytes)``, when given, is called as the events are read."""
     config = config or Config()
+    return _judge(_read(path, config, progress), config)
+
+
+def _read(path, config: Config, progress=None) -> _Read:
     path = Path(path)
     trace = open_trace(path, progress=progress)
     # The model is a million small acyclic tuples: the cyclic garbage collector would rescan them over and over
@@ -79,7 +97,7 @@ def analyze_trace(path, *, config: Config | None = None, progress=None) -> Repor
         warnings = list(trace.warnings)
         if model.skipped_events:
             warnings.append(f"{model.skipped_events} events with unreadable fields were skipped")
-        return report_from_model(str(path), model, config=config, warnings=tuple(warnings), truncated=trace.truncated)
+        return _measure(str(path), model, config, tuple(warnings), trace.truncated)
     finally:
         if gc_was_enabled:
             _promote_all()
@@ -102,15 +120,27 @@ def report_from_model(path: str, model: TraceModel, *, config: Config | None = N
                       truncated: bool = False) -> Report:
     """The Report of an already built model (tests build models from event lists)."""
     config = config or Config()
+    return _judge(_measure(path, model, config, warnings, truncated), config)
+
+
+def _measure(path: str, model: TraceModel, config: Config, warnings: tuple[str, ...], truncated: bool) -> _Read:
     min_gap = config.threshold("min-idle-gap-us")
     devices = _devices_by_activity(model) or [None]
     analyses = [analyze_device(path, model, device, min_gap_us=min_gap, warnings=warnings, truncated=truncated)
                 for device in devices]
-    verdicts = [decide(a.metrics, config, cpu_only=a.device is None, truncated=truncated) for a in analyses]
-    findings = _run_rules(analyses, verdicts, config)
-    summaries = [TraceSummary(path, v.kind, v.evidence, a.metrics, rank=a.rank, warnings=warnings)
-                 for a, v in zip(analyses, verdicts, strict=True)]
-    return Report(path, summaries, findings, warnings, analyses)
+    return _Read(path, analyses, warnings, truncated)
+
+
+def _judge(read: _Read, config: Config, job: Job | None = None) -> Report:
+    """Verdicts and findings of a measured file; ``job``: the job its rank belongs to, when its peers were read."""
+    waits = job.waits if job is not None else {}
+    verdicts = [decide(a.metrics, config, cpu_only=a.device is None, truncated=read.truncated,
+                       wait=waits.get(a.rank) if job is not None and job.analyses.get(a.rank) is a else None)
+                for a in read.analyses]
+    findings = _run_rules(read.analyses, verdicts, config)
+    summaries = [TraceSummary(read.path, v.kind, v.evidence, a.metrics, rank=a.rank, warnings=read.warnings)
+                 for a, v in zip(read.analyses, verdicts, strict=True)]
+    return Report(read.path, summaries, findings, read.warnings, read.analyses)
 
 
 def _devices_by_activity(model: TraceModel) -> list[int]:
@@ -121,8 +151,12 @@ def _devices_by_activity(model: TraceModel) -> list[int]:
     return sorted(busy, key=lambda d: (-busy[d], d))
 
 
+def _rules(config: Config, base: type) -> list:
+    return [cls() for cls in discover("tracelint.trace.rules", base) if config.enabled(cls.code)]
+
+
 def _run_rules(analyses: list[TraceAnalysis], verdicts: list[Verdict], config: Config) -> list[Finding]:
-    rules = [cls() for cls in discover("tracelint.trace.rules", TraceRule) if config.enabled(cls.code)]
+    rules = [rule for rule in _rules(config, TraceRule) if not isinstance(rule, JobRule)]
     seen: set[tuple] = set()
     findings: list[Finding] = []
 
@@ -168,10 +202,11 @@ class _ProgressLine:
 
 def analyze_paths(paths: Iterable, *, config: Config | None = None,
                   progress: bool = False) -> Iterator[Report | InputError | Skipped]:
-    """A Report per trace file, then the rank summaries; a directory gives its traces by the rule of
-    tracelint.trace.files, and a Skipped record for each JSON file in it that is not a trace."""
+    """A Report per trace file, then the job summaries; a directory gives its traces by the rule of
+    tracelint.trace.files, and a Skipped record for each JSON file in it that is not a trace. Unreadable inputs
+    come as they are met; the Reports once every file is read, since a rank is judged with its peers."""
     config = config or Config()
-    by_dir: dict[Path, list[Report]] = {}
+    reads: list[_Read] = []
     for raw in paths:
         path = Path(raw)
         searched = path.is_dir()
@@ -187,48 +222,58 @@ def analyze_paths(paths: Iterable, *, config: Config | None = None,
         for file in files:
             line = _ProgressLine(file) if progress else None
             try:
-                report = analyze_trace(file, config=config, progress=line)
+                reads.append(_read(file, config, progress=line))
             except NotATrace as exc:
                 # found by a folder search, other JSON is no error (tracelint.trace.files); named by the user, it is
                 yield Skipped(str(file), str(exc)) if searched else InputError(str(file), str(exc))
-                continue
             except TraceReadError as exc:
                 yield InputError(str(file), str(exc))
-                continue
             except OSError as exc:
                 yield InputError(str(file), exc.strerror or str(exc))
-                continue
             finally:
                 if line is not None:
                     line.finish()
-            by_dir.setdefault(file.parent, []).append(report)
-            yield report
-    for directory, reports in by_dir.items():
-        summary = rank_summary(directory, reports)
-        if summary is not None:
-            yield summary
+    by_dir: dict[Path, list[_Read]] = {}
+    for read in reads:
+        by_dir.setdefault(Path(read.path).parent, []).append(read)
+    jobs: list[tuple[Path, list[_Read], Job]] = []
+    job_of: dict[int, Job] = {}
+    for directory, members in by_dir.items():
+        ranks = job_members(members)
+        if ranks:
+            job = analyze_job({r.analyses[0].rank: r.analyses[0] for r in ranks}, config)
+            job.path = str(directory)
+            jobs.append((directory, ranks, job))
+            job_of.update((id(r), job) for r in ranks)
+    reports: dict[int, Report] = {}
+    for read in reads:
+        reports[id(read)] = report = _judge(read, config, job_of.get(id(read)))
+        yield report
+    for directory, ranks, job in jobs:
+        yield _summarize_job(directory, [reports[id(r)] for r in ranks], job, config)
 
 
-def _job_key(report: Report) -> tuple | None:
-    a = report.analyses[0] if report.analyses else None
+def _job_key(read: _Read) -> tuple | None:
+    a = read.analyses[0] if read.analyses else None
     if a is None or a.rank is None or a.model.world_size is None:
         return None
     return (a.model.world_size,)
 
 
-def _start(report: Report) -> float | None:
-    model = report.analyses[0].model
+def _start(read: _Read) -> float | None:
+    model = read.analyses[0].model
     firsts = [seq[0].start for seq in (model.steps, model.ops, model.gpu) if seq]
     return min(firsts) if firsts else None
 
 
-def rank_summary(directory: Path, reports: list[Report]) -> Report | None:
-    """One Report over the ranks of one job in ``directory``, or None when the reports are not such ranks."""
-    groups: dict[tuple, list[Report]] = {}
-    for report in reports:
-        key = _job_key(report)
+def job_members(reads: list) -> list:
+    """The files of one directory that are the ranks of one job (same world size, distinct ranks, profiled within
+    ten minutes of each other), or [] when they are not such ranks."""
+    groups: dict[tuple, list] = {}
+    for read in reads:
+        key = _job_key(read)
         if key is not None:
-            groups.setdefault(key, []).append(report)
+            groups.setdefault(key, []).append(read)
     for members in groups.values():
         ranks = [m.analyses[0].rank for m in members]
         starts = [s for s in map(_start, members) if s is not None]
@@ -238,11 +283,12 @@ def rank_summary(directory: Path, reports: list[Report]) -> Report | None:
             continue
         if max(starts) - min(starts) > _SAME_JOB_SECONDS * 1e6:
             continue
-        return _summarize_ranks(directory, members)
-    return None
+        return members
+    return []
 
 
-def _summarize_ranks(directory: Path, members: list[Report]) -> Report:
+def _summarize_job(directory: Path, members: list[Report], job: Job, config: Config) -> Report:
+    """The job summary: spread of the ranks, the straggler, and the job rules' findings."""
     def step_time(report: Report) -> float:
         m = report.metrics
         return M.STEP_CPU_US_MEAN.of(m) or M.STEP_GPU_SPAN_US_MEAN.of(m) or 0.0
@@ -252,6 +298,7 @@ def _summarize_ranks(directory: Path, members: list[Report]) -> Report:
     slow_t, fast_t = step_time(slowest), step_time(fastest)
     spread = round(100.0 * (slow_t - fast_t) / fast_t, 1) if fast_t else None
     busy = [M.GPU_BUSY_PCT.of(r.metrics) for r in members if M.GPU_BUSY_PCT.of(r.metrics) is not None]
+    waits = [w.wait_us for w in job.waits.values()]
     metrics = {
         "ranks": len(members),
         "world_size": slowest.analyses[0].model.world_size,
@@ -263,9 +310,40 @@ def _summarize_ranks(directory: Path, members: list[Report]) -> Report:
         "gpu_busy_pct_min": min(busy) if busy else None,
         "gpu_busy_pct_max": max(busy) if busy else None,
         "verdicts": {r.analyses[0].rank: r.verdict for r in members},
+        "straggler_rank": job.straggler,
+        "straggler_wait_us": job.straggler_wait_us,
+        "comm_wait_us_max": max(waits) if waits else None,
+        "collectives_matched": job.matched,
+        "collectives_unmatched": job.unmatched,
+        "clock_offset_us_max": job.offset_max,
     }
-    evidence = (f"{slowest.verdict}: slowest of {len(members)} ranks is rank {metrics['slowest_rank']} "
-                f"({slow_t / 1000:.1f} ms per step, {spread if spread is not None else '?'}% over the fastest); "
-                f"{slowest.evidence.partition(': ')[2]}")
-    summary = TraceSummary(str(directory), slowest.verdict, evidence, metrics, rank=None)
-    return Report(str(directory), [summary])
+    by_rank = {r.analyses[0].rank: r for r in members}
+    verdicts = {rank: Verdict(r.verdict, r.evidence) for rank, r in by_rank.items()}
+    if job.straggler is not None:
+        straggler = by_rank[job.straggler]
+        others = [r for r in by_rank if r != job.straggler]
+        whom = f"rank {others[0]}" if len(others) == 1 else f"the other {len(others)} ranks"
+        verb = "waits" if len(others) == 1 else "wait"
+        where = {w.collective for w in job.waits.values() if w.waits_for == job.straggler and w.collective}
+        verdict = straggler.verdict
+        evidence = (f"{verdict}: rank {job.straggler} is the straggler: {whom} {verb} for it "
+                    f"{job.straggler_wait_us / 1000:.1f} ms per step{' in ' + '/'.join(sorted(where)) if where else ''}"
+                    f"; rank {job.straggler}: {straggler.evidence.partition(': ')[2]}")
+    else:
+        verdict = slowest.verdict
+        evidence = (f"{verdict}: slowest of {len(members)} ranks is rank {metrics['slowest_rank']} "
+                    f"({slow_t / 1000:.1f} ms per step, {spread if spread is not None else '?'}% over the fastest); "
+                    f"{slowest.evidence.partition(': ')[2]}")
+    notes = ()
+    if job.aligned:
+        notes = (f"the ranks' clocks disagree by up to {job.offset_max / 1000:.2f} ms (several hosts): starts were "
+                 "aligned on the ends of the matched collectives",)
+    findings: list[Finding] = []
+    for rule in _rules(config, JobRule):
+        for finding in rule.check_job(job, verdicts, config):
+            kept = config.apply(finding)
+            if kept is not None:
+                findings.append(kept)
+    findings.sort(key=Finding.sort_key)
+    summary = TraceSummary(str(directory), verdict, evidence, metrics, rank=None, warnings=notes)
+    return Report(str(directory), [summary], findings, notes)

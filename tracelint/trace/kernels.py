@@ -78,6 +78,42 @@ _CUTLASS_ARCH = re.compile(r"cutlass(?:3x)?_(?:sm)?(\d{2,3})_", re.I)
 _ARCH_NAMES = {"maxwell": 5, "pascal": 6, "volta": 7, "turing": 7, "ampere": 8, "ada": 8, "hopper": 9, "blackwell": 10}
 
 
+# Communication kernels outside NCCL/RCCL: PyTorch's symmetric-memory collectives (``multimem_all_reduce_kernel``,
+# ``one_shot_all_reduce_kernel``), DeepEP's expert-parallel dispatch/combine (``dpsk::ep::internode::combine<...>``,
+# ``deep_ep::intranode::dispatch``; its ``get_dispatch_layout`` is local compute) and custom all-reduce kernels
+# (vLLM's ``cross_device_reduce_1stage``).
+_COMM_KERNEL = re.compile(
+    r"(?:multimem|one_shot|two_shot)_all_(?:reduce|gather)|symmetric_memory|cross_device_reduce"
+    r"|(?:deep_ep|::ep)::(?:intranode|internode|internode_ll)::(?:notify_)?(?:dispatch|combine)")
+# The collective an NCCL/RCCL kernel runs, from its name: ncclKernel_AllReduce_RING_LL_Sum_float(...) (NCCL < 2.19),
+# ncclDevKernel_AllGather_RING_LL(...) (2.19+); ``Generic`` (RCCL, newer NCCL) names none.
+_NCCL_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
+_COLLECTIVE_WORDS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+                     "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "send_recv", "alltoall": "all_to_all",
+                     "alltoallbase": "all_to_all", "gather": "gather", "scatter": "scatter", "barrier": "barrier"}
+
+
+def collective_name(text: str) -> str | None:
+    """A collective's name in one spelling (``all_reduce``, ``all_gather``, ``reduce_scatter``, ``broadcast``,
+    ``send_recv``, ``all_to_all``…) from an NCCL kernel name or a ``Collective name`` arg (``allreduce``,
+    ``_allgather_base``, ``reduce_scatter_tensor_coalesced``); None when it names none (``ncclDevKernel_Generic``)."""
+    match = _NCCL_COLLECTIVE.search(text)
+    word = match.group(1) if match else text
+    key = word.lower().replace("_", "")
+    for suffix in ("tensorcoalesced", "coalesced", "base", "tensor"):
+        if key.endswith(suffix) and key[: -len(suffix)] in _COLLECTIVE_WORDS:
+            key = key[: -len(suffix)]
+            break
+    if key in _COLLECTIVE_WORDS:
+        return _COLLECTIVE_WORDS[key]
+    low = text.lower()
+    for token, name in (("all_reduce", "all_reduce"), ("all_gather", "all_gather"), ("dispatch", "dispatch"),
+                        ("combine", "combine")):
+        if token in low:
+            return name
+    return None
+
+
 def _explicit_precision(name: str) -> str | None:
     for precision, pattern in _TYPE_TOKENS:
         if pattern.search(name):
@@ -125,6 +161,8 @@ def _classify(name: str, arch: int | None) -> KernelClass:
 
     if "nccl" in low or "rccl" in low:
         return KernelClass(COMMUNICATION, False, None, "nccl")
+    if _COMM_KERNEL.search(low):
+        return KernelClass(COMMUNICATION, False, None, "communication")
 
     # --- Triton (torch.compile / user kernels) ---
     if low.startswith("triton_") or low.startswith("triton__"):

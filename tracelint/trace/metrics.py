@@ -74,6 +74,7 @@ class TraceAnalysis:
     window: tuple[float, float] | None
     warnings: tuple[str, ...] = ()  # the loader's notes (truncation, repaired values, skipped events)
     truncated: bool = False  # the file ended early (a killed run): the last step may be partial
+    comm: list = field(default_factory=list)  # its communication events (tracelint.trace.comm.CommEvent), by start
     _kernel_classes: dict = field(default_factory=dict, repr=False)
     _memo: dict = field(default_factory=dict, repr=False)
 
@@ -249,6 +250,9 @@ def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_
 
     _copy_metrics(m, launched, window, busy, n_windows)
     _kernel_metrics(analysis, launched, n_windows)
+    from tracelint.trace.comm import communication_metrics
+
+    communication_metrics(analysis)
     analysis.steps.extend(_step_stats(model, launched, device))
     _step_metrics(m, analysis.steps, n_windows)
     _memory_metrics(m, model, device, n_windows)

@@ -121,7 +121,7 @@ class GpuEvent(NamedTuple):
 
     @property
     def direction(self) -> str | None:
-        """H2D, D2H or D2D for a copy (``copy_direction``), None for anything else."""
+        """H2D, D2H, D2D or P2P for a copy (``copy_direction``), None for anything else."""
         return copy_direction(self.name) if self.kind == MEMCPY else None
 
     @property
@@ -133,15 +133,16 @@ class GpuEvent(NamedTuple):
 # Copy directions and host memory kinds, from the copy's name: CUDA writes ``Memcpy HtoD (Pageable -> Device)``,
 # ``Memcpy DtoH (Device -> Pinned)``, ``Memcpy DtoD (Device -> Device)``; ROCm ``Memcpy HtoD (Host -> Device)`` or
 # only ``(Host -> Device)``. This is the one place that reads them.
-H2D, D2H, D2D = "HtoD", "DtoH", "DtoD"
+H2D, D2H, D2D, P2P = "HtoD", "DtoH", "DtoD", "PtoP"
 PAGEABLE, PINNED = "pageable", "pinned"
-_DIRECTION_WORDS = ((H2D, ("HtoD", "Host -> Device")), (D2H, ("DtoH", "Device -> Host")),
+# A copy between two devices (``Memcpy PtoP (Device -> Device)``) is communication, told apart first.
+_DIRECTION_WORDS = ((P2P, ("PtoP",)), (H2D, ("HtoD", "Host -> Device")), (D2H, ("DtoH", "Device -> Host")),
                     (D2D, ("DtoD", "Device -> Device")))
 
 
 @lru_cache(maxsize=4096)
 def copy_direction(name: str) -> str | None:
-    """H2D, D2H or D2D for a copy's name; None when the name says no direction."""
+    """H2D, D2H, D2D or P2P for a copy's name; None when the name says no direction."""
     for direction, words in _DIRECTION_WORDS:
         if any(w in name for w in words):
             return direction
@@ -161,6 +162,30 @@ class SyncEvent(NamedTuple):
     start: float
     end: float
     correlation: int | None
+
+
+class CollectiveArgs(NamedTuple):
+    """What torch 2.x writes in the args of an NCCL kernel (``Collective name``, ``Process Group Name``,
+    ``In msg nelems``, ...): the collective, its process group and message size. Older traces have none."""
+
+    collective: str | None  # one spelling: all_reduce, all_gather, ... (tracelint.trace.kernels.collective_name)
+    group: str | None  # the process group's name ("0", "1", ...)
+    in_nelems: int | None
+    out_nelems: int | None
+    dtype: str | None
+    group_size: int | None
+
+
+def _collective_args(args: dict) -> tuple:
+    """(correlation, *CollectiveArgs) of a kernel's args, tolerant of any value."""
+    from tracelint.trace.kernels import collective_name
+
+    name = args.get("Collective name")
+    group = args.get("Process Group Name")
+    dtype = args.get("dtype")
+    return (args.get("correlation"), collective_name(name) if isinstance(name, str) else None,
+            None if group is None else str(group), _int(args.get("In msg nelems")), _int(args.get("Out msg nelems")),
+            dtype if isinstance(dtype, str) else None, _int(args.get("Group size")))
 
 
 class Frame(NamedTuple):
@@ -211,6 +236,7 @@ class TraceModel:
     frames: list[Frame] = field(default_factory=list)
     memory: list[MemorySample] = field(default_factory=list)
     devices: dict[int, DeviceProps] = field(default_factory=dict)
+    collectives: dict[int, CollectiveArgs] = field(default_factory=dict)  # by the kernel's correlation id
     rank: int | None = None
     world_size: int | None = None
     base_time_ns: int | None = None
@@ -295,22 +321,24 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
     for part in parts[1:]:
         for kept, more in zip(lists, part, strict=True):
             kept += more
-    steps, ops, runtime, gpu_raw, syncs, frames, memory, skipped = lists
+    steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, skipped = lists
     model = TraceModel()
     meta = meta_source() if meta_source else {}
     _read_meta(model, meta if isinstance(meta, dict) else {})
     model.skipped_events = sum(skipped)
     _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory)
+    model.collectives = {c[0]: CollectiveArgs(*c[1:]) for c in comms if c[0] is not None}
     return model
 
 
 def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     """The records of a stream of event chunks, as plain tuples in the field order of the record types (cheap to
     build and to pickle between processes; ``_finish`` makes them records): steps, ops, runtime calls, raw GPU
-    events, syncs, frames, memory samples, and a one-item list holding the number of skipped events."""
+    events, syncs, frames, memory samples, the collective args of communication kernels (``_collective_args``),
+    and a one-item list holding the number of skipped events."""
     names: dict[str, str] = {}
     intern = names.setdefault
-    ops, runtime, gpu_raw, syncs, frames, memory, steps = ([] for _ in range(7))
+    ops, runtime, gpu_raw, syncs, frames, memory, steps, comms = ([] for _ in range(8))
     stacks: dict[object, str | None] = {}  # "Call stack" arg -> its innermost user frame
 
     def stack_of(call_stack) -> str | None:
@@ -346,6 +374,8 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                 gpu_raw.append((_GPU_KIND[e["cat"]], intern(name, name), e.get("pid") if device is None else device,
                                 args.get("stream", e.get("tid")), ts, ts + float(e.get("dur") or 0.0),
                                 args.get("correlation"), args.get("bytes")))
+                if isinstance(args, dict) and "Collective name" in args:
+                    comms.append(_collective_args(args))
             elif kind == _PYFRAME:
                 user = parse_user_frame(name) if "): " in name else None
                 if user is not None:
@@ -408,6 +438,8 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                     args = e["args"]
                     add_gpu((_GPU_KIND[e["cat"]], intern(name, name), args["device"], args["stream"], ts,
                              ts + e["dur"], args["correlation"], args.get("bytes")))
+                    if "Collective name" in args:
+                        comms.append(_collective_args(args))
                     continue
                 if kind == _INSTANT and e["cat"] is not None:
                     if e["name"] == "[memory]":
@@ -425,7 +457,7 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     gpu_raw.sort(key=itemgetter(4))
     frames.sort(key=itemgetter(1))
     memory.sort(key=itemgetter(0))
-    return steps, ops, runtime, gpu_raw, syncs, frames, memory, [skipped]
+    return steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, [skipped]
 
 
 def _read_meta(model: TraceModel, meta: dict) -> None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from tracelint.engine import Config, Finding, Rule
 
 if TYPE_CHECKING:
+    from tracelint.trace.job import Job
     from tracelint.trace.metrics import TraceAnalysis
     from tracelint.trace.verdict import Verdict
 
@@ -17,4 +18,15 @@ class TraceRule(Rule):
     Thresholds: ``config.threshold(KEY)`` for a key declared in the rule's rules/ file (``thresholds:``)."""
 
     def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
+        raise NotImplementedError
+
+
+class JobRule(TraceRule):
+    """Reads the ranks of one job together (tracelint.trace.job: matched collectives, waits, the straggler) and the
+    verdict of each rank, and yields findings on the job; it reads no single device."""
+
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
+        return ()
+
+    def check_job(self, job: Job, verdicts: dict[int, Verdict], config: Config) -> Iterable[Finding]:
         raise NotImplementedError

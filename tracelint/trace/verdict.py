@@ -5,12 +5,17 @@ Decision rule, over the metrics of tracelint.engine.metrics (thresholds: traceli
 1. ``unknown`` when there is nothing to judge: no GPU activity at all (a CPU-only trace, or a truncated one cut
    before its GPU events), GPU activity but none
    launched inside the profiled steps, or a GPU window of zero length.
-2. ``gpu-bound`` when ``gpu_busy_pct`` >= ``gpu-bound-busy-pct`` (default 80): the device is the bottleneck;
+2. ``comm-bound`` when ``exposed_comm_pct`` >= ``comm-bound-exposed-pct`` (default 25): a quarter of the step
+   window or more, the device does nothing but communicate — a GPU spinning in an NCCL kernel while it waits for
+   another rank is busy, not working. With the other ranks' traces (tracelint.trace.job) the evidence names the wait:
+   ``comm-bound: rank 0 waits 37 ms per step in all_reduce for rank 1``.
+3. ``gpu-bound`` when ``gpu_busy_pct`` >= ``gpu-bound-busy-pct`` (default 80): the device is the bottleneck;
    idle time under a fifth of the step is not worth a different verdict. On the project's H200 fixtures the
    GPU-bound runs read 94-100 % busy, and the run that loses 24 % of its step to one `.item()` per step reads 79 %.
    (The profiler itself slows the host, with_stack most, so host-caused idle time reads a little high.) When
-   host-to-device copies fill at least 10 % of the busy time the evidence says so.
-3. Otherwise the GPU waits on the host, and the idle split says on what:
+   host-to-device copies fill at least 10 % of the busy time the evidence says so, and likewise when exposed
+   communication fills at least 5 % of the window.
+4. Otherwise the GPU waits on the host, and the idle split says on what:
    ``input-bound`` when ``idle_data_wait_pct`` >= ``input-bound-data-wait-pct`` (default 50) — the launching
    thread spent at least half of the GPU's idle time inside DataLoader ``__next__``;
    ``cpu-bound`` otherwise — the rest of the idle time is the host synchronizing, launching work, or running
@@ -21,11 +26,16 @@ A trace without ProfilerStep spans is judged over the whole trace, and its evide
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tracelint.engine import Config
 from tracelint.engine import metrics as M
 
-INPUT_BOUND, CPU_BOUND, GPU_BOUND, UNKNOWN = "input-bound", "cpu-bound", "gpu-bound", "unknown"
+if TYPE_CHECKING:
+    from tracelint.trace.job import RankWait
+
+INPUT_BOUND, CPU_BOUND, GPU_BOUND, COMM_BOUND = "input-bound", "cpu-bound", "gpu-bound", "comm-bound"
+UNKNOWN = "unknown"
 
 _HOST_CAUSES = {
     "host_sync": "the host waits in device synchronizations (.item(), .cpu(), synchronize)",
@@ -37,7 +47,7 @@ _HOST_CAUSES = {
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    kind: str  # input-bound | cpu-bound | gpu-bound | unknown
+    kind: str  # input-bound | cpu-bound | gpu-bound | comm-bound | unknown
     evidence: str  # one line, starting with the kind
 
     def __str__(self) -> str:
@@ -48,8 +58,14 @@ def _f(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
 
-def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = False, truncated: bool = False) -> Verdict:
-    """The verdict of one device's metrics (see the module docstring for the rule)."""
+def _ms(us: float) -> str:
+    return f"{_f(us / 1000)} ms"
+
+
+def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = False, truncated: bool = False,
+           wait: RankWait | None = None) -> Verdict:
+    """The verdict of one device's metrics (see the module docstring for the rule); ``wait``: the rank's wait for
+    its peers, when the job's other ranks were read."""
     config = config or Config()
     busy_limit = config.threshold("gpu-bound-busy-pct")
     data_limit = config.threshold("input-bound-data-wait-pct")
@@ -63,6 +79,17 @@ def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = Fals
     busy = M.GPU_BUSY_PCT.of(metrics)
     if busy is None or not M.GPU_WINDOW_US.of(metrics):
         return Verdict(UNKNOWN, "unknown: no GPU activity launched inside the profiled steps")
+    exposed = M.EXPOSED_COMM_PCT.of(metrics)
+    if exposed is not None and exposed >= config.threshold("comm-bound-exposed-pct"):
+        steps = max(1, M.STEPS.of(metrics) or 1)
+        fills = (f"communication with no compute beside it fills {_f(exposed)}% {where} "
+                 f"({_ms((M.EXPOSED_COMM_US.of(metrics) or 0.0) / steps)} per step)")
+        if wait is not None and wait.waits_for is not None and wait.wait_us > 0:
+            return Verdict(COMM_BOUND, f"comm-bound: rank {wait.rank} waits {_ms(wait.wait_us)} per step in "
+                                       f"{wait.collective or 'collectives'} for rank {wait.waits_for}; {fills}")
+        overlap = M.COMM_OVERLAP_PCT.of(metrics)
+        tail = f"; {_f(overlap)}% of the communication overlaps compute" if overlap is not None else ""
+        return Verdict(COMM_BOUND, f"comm-bound: {fills}{tail}")
     if busy >= busy_limit:
         extra = ""
         mm = M.MATMUL_TIME_US.of(metrics) or 0.0
@@ -74,6 +101,8 @@ def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = Fals
             pageable = (M.H2D_PAGEABLE_BYTES.of(metrics) or 0) > (M.H2D_PINNED_BYTES.of(metrics) or 0)
             extra += (f"; host-to-device copies{' from pageable memory' if pageable else ''} "
                       f"fill {_f(h2d)}% of the busy time")
+        if exposed is not None and exposed >= 5.0:
+            extra += f"; communication with no compute beside it fills {_f(exposed)}% of the window"
         return Verdict(GPU_BOUND, f"gpu-bound: GPU busy {_f(busy)}% {where}{extra}")
     idle = 100.0 - busy
     data = M.IDLE_PCT["data_wait"].of(metrics) or 0.0
