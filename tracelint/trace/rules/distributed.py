@@ -31,8 +31,10 @@ class ExposedCommunication(TraceRule):
         overlap = M.COMM_OVERLAP_PCT.of(m)
         collective = top_collective(analysis)
         waited = f", not counting {ms(wait_us)} per step of waiting for other ranks" if wait_us else ""
+        if wait_us is None and (analysis.model.world_size or 1) > 1:
+            waited = "; part of it may be waiting for other ranks: analyze the folder of all ranks to tell"
         message = (f"communication with no compute beside it takes {pct(own_pct)} of the step window "
-                   f"({ms(own_us / steps)} per step{waited}, mostly {collective or 'peer copies'}); only "
+                   f"({ms(own_us / steps)} per step, mostly {collective or 'peer copies'}{waited}); only "
                    f"{pct(overlap)} of the communication overlaps compute: let DDP overlap the gradient all-reduce "
                    "with backward (no manual all-reduce after backward or under no_sync; bucket_cap_mb), or prefetch "
                    "in FSDP (forward/backward prefetch)")
