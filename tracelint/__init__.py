@@ -5,12 +5,13 @@ The public API::
     from tracelint import lint_paths, analyze_trace
     for finding in lint_paths(["train.py"]): ...
     report = analyze_trace("trace.json.gz"); print(report.verdict)
+    with tracelint.profile(schedule=torch.profiler.schedule(wait=5, warmup=2, active=3)) as prof: ...
 """
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["analyze_trace", "lint_paths", "on_trace_ready", "__version__"]
+__all__ = ["analyze_trace", "lint_paths", "on_trace_ready", "profile", "__version__"]
 
 
 def __getattr__(name: str):
@@ -27,4 +28,10 @@ def __getattr__(name: str):
         from tracelint.trace.profiler import on_trace_ready
 
         return on_trace_ready
+    if name == "profile":
+        from tracelint.profile import profile
+
+        # Importing the submodule bound `tracelint.profile` to the module; bind the function in its place.
+        globals()["profile"] = profile
+        return profile
     raise AttributeError(name)

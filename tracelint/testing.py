@@ -81,6 +81,17 @@ class TraceBuilder:
         self.clock_offset_us = clock_offset_us
         return self
 
+    def recorded(self, *, with_stack: bool = True, record_shapes: bool = True, profile_memory: bool = True,
+                 unprofiled_step_ms: float | None = None) -> TraceBuilder:
+        """The profiler settings torch 2.x writes as top-level keys; ``unprofiled_step_ms``: the record
+        ``tracelint.profile`` adds (the step time measured on the steps it did not record)."""
+        self.meta.update(with_stack=int(with_stack), record_shapes=int(record_shapes),
+                         profile_memory=int(profile_memory))
+        if unprofiled_step_ms is not None:
+            self.meta["tracelint"] = {"version": 1, "source": "tracelint.profile",
+                                      "unprofiled": {"steps": 7, "step_ms": unprofiled_step_ms}}
+        return self
+
     def truncate(self, fraction: float = 0.6) -> TraceBuilder:
         """Write only the first ``fraction`` of the file's bytes, as when a job is killed while the trace is written."""
         self.cut = fraction

@@ -10,7 +10,7 @@ Times are µs of the trace clock. "Launched in a step" means the runtime/driver 
 inside that step's CPU ``ProfilerStep#N`` span; without steps the whole trace is one window (step 0), and every GPU
 event counts as launched in it. The order of declaration is the order of the text report.
 
-Units: ``pct`` (percent, 0-100), ``us``, ``ms``, ``bytes``, ``count`` (a number of things, maybe per step),
+Units: ``pct`` (percent, 0-100), ``us``, ``ms``, ``bytes``, ``count`` (a number of things, maybe per step), ``ratio``,
 ``label`` (text or an id), ``flag`` (yes/no). Direction: ``higher`` or ``lower`` is better for the run, or None
 (descriptive: the device's size, the number of steps).
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-UNITS = ("pct", "us", "ms", "bytes", "count", "label", "flag")
+UNITS = ("pct", "us", "ms", "bytes", "count", "ratio", "label", "flag")
 DIRECTIONS = ("higher", "lower", None)
 
 # The parts of the idle time and of the step, in the order their metrics appear.
@@ -196,6 +196,30 @@ ALLOCATIONS_PER_STEP = _declare(
     "allocations_per_step", "count", "lower",
     "Device allocations ([memory] events with positive bytes) inside the steps, per step.")
 MEAN_KERNEL_US = _declare("mean_kernel_us", "us", None, "kernel_time_us divided by kernel_count.")
+COMPILED_KERNEL_PCT = _declare(
+    "compiled_kernel_pct", "pct", None,
+    "Kernel time of the kernels torch.compile made (Triton kernels, and kernels launched inside a compiled region: "
+    "## Call CompiledFxGraph, Torch-Compiled Region, CompiledFunction), as a percent of kernel_time_us "
+    "(tracelint.trace.compiled). None when no kernel was compiled.")
+COMPILED_LAUNCH_PCT = _declare(
+    "compiled_launch_pct", "pct", None, "Compiled kernels as a percent of kernel_count.")
+COMPILED_REGIONS_PER_STEP = _declare(
+    "compiled_regions_per_step", "count", "lower",
+    "Compiled regions run per step (nested region spans merged per thread); a graph break adds one.")
+GRAPH_KERNEL_PCT = _declare(
+    "graph_kernel_pct", "pct", None,
+    "Kernel time of the kernels replayed by CUDA/HIP graph launches, as a percent of kernel_time_us; None without "
+    "graph replays.")
+GRAPH_LAUNCHES_PER_STEP = _declare(
+    "graph_launches_per_step", "count", None, "cudaGraphLaunch / hipGraphLaunch calls per step.")
+UNPROFILED_STEP_MS = _declare(
+    "unprofiled_step_ms", "ms", "lower",
+    "Mean step time without the profiler, measured by tracelint.profile between device synchronizations on the "
+    "steps the profiler's schedule does not record (the trace's top-level tracelint key); None without it.")
+PROFILER_INFLATION = _declare(
+    "profiler_inflation", "ratio", "lower",
+    "The profiled step (the longer of step_cpu_us_mean and step_gpu_span_us_mean) over unprofiled_step_ms: how "
+    "much recording slowed the step.", gate="max-profiler-inflation")
 # The identity of the device and of the job, and the summary over the ranks of a job (``scope="job"``,
 # tracelint.trace.analyze.rank_summary); the job's metrics sit around world_size, which both kinds of report carry.
 DEVICE = _declare("device", "label", None, "The device index (None for a trace without GPU activity).")

@@ -39,6 +39,7 @@ class TraceSummary:
     metrics: dict = field(hash=False)
     rank: int | None = None
     warnings: tuple[str, ...] = ()
+    profiler: dict | None = field(default=None, hash=False)  # what the profiler recorded (tracelint.trace.recording)
 
 
 @dataclass

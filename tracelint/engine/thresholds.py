@@ -33,6 +33,9 @@ VERDICT = (
     Threshold("comm-bound-exposed-pct", 25.0, ("verdict",),
               "comm-bound when exposed_comm_pct (communication with no compute beside it, waiting for other ranks "
               "included) is at least this"),
+    Threshold("profiler-inflation-limit", 1.2, ("verdict",),
+              "above this profiler_inflation (profiled step / unprofiled step, from tracelint.profile) the verdict "
+              "follows the unprofiled run and TL003 reports the distortion"),
     Threshold("straggler-min-wait-pct", 10.0, ("verdict",),
               "a job has a straggler when the other ranks wait for one rank at least this percent of the step "
               "(straggler_wait_us against the mean step time; tracelint.trace.job)"),

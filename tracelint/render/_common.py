@@ -147,7 +147,7 @@ def is_rank_summary(summary: TraceSummary, traces: Iterable[TraceSummary]) -> bo
 
 def trace_summary_dict(summary: TraceSummary) -> dict:
     return {"path": summary.path, "rank": summary.rank, "verdict": summary.verdict, "evidence": summary.evidence,
-            "metrics": summary.metrics, "warnings": list(summary.warnings)}
+            "metrics": summary.metrics, "warnings": list(summary.warnings), "profiler": summary.profiler}
 
 
 def _finite(value: float | None) -> float | None:

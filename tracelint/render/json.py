@@ -32,10 +32,16 @@ never removed or changed in meaning without raising ``version``.
       }],
       "traces": [{                     # one per trace file and rank
         "path": str, "rank": int | null,
-        "verdict": str,                # e.g. "input-bound", "gpu-bound", "launch-bound"
+        "verdict": str,                # input-bound | cpu-bound | gpu-bound | comm-bound | unknown
         "evidence": str,               # one sentence with the numbers behind the verdict
         "metrics": {str: any},         # snake_case names carrying their unit: gpu_busy_pct, peak_memory_bytes, ...
-        "warnings": [str]
+        "warnings": [str],
+        "profiler": {                  # what the profiler recorded (null on a job summary)
+          "with_stack": bool | null, "record_shapes": bool | null, "profile_memory": bool | null,
+          "with_flops": bool | null, "with_modules": bool | null,
+          "inferred": [str],           # settings read from the events, not from the trace's keys
+          "unprofiled_step_ms": float | null, "unprofiled_steps": int | null,  # tracelint.profile's record
+          "source": str | null} | null
       }],
       "errors": [{"path": str, "message": str, "line": int | null}],  # inputs that could not be read
       "verify": [{...}]                # `tracelint verify` reports only (absent otherwise): one entry per target,

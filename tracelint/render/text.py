@@ -49,6 +49,8 @@ def format_metric(key: str, value: object) -> str:
             return f"{number:.1f}%"
         if unit == "bytes":
             return format_bytes(number)
+        if unit == "ratio":
+            return f"{number:.2f}×"
         if unit in ("us", "ms", "s"):
             return format_seconds(number / {"us": 1e6, "ms": 1e3, "s": 1.0}[unit])
         if isinstance(value, int):
@@ -297,6 +299,8 @@ def _trace_block(summary: TraceSummary, findings: list[Finding], paint: _Paint, 
     lines = [f"{paint(title, 'bold')}: {paint(summary.verdict, 'bold')}"]
     if with_evidence and _evidence(summary):
         lines.append(f"  {_evidence(summary)}")
+    if summary.profiler:
+        lines.append(f"  {paint('recorded', 'dim')}: {profiler_line(summary.profiler)}")
     if ranks:
         lines.extend(rank_table(ranks))
         lines.append("")
@@ -307,6 +311,22 @@ def _trace_block(summary: TraceSummary, findings: list[Finding], paint: _Paint, 
         for finding in findings:
             lines.extend(finding_lines(finding, paint))
     return lines
+
+
+_SETTING_WORDS = {"with_stack": "stacks", "record_shapes": "shapes", "profile_memory": "memory",
+                  "with_flops": "FLOPs", "with_modules": "modules"}
+
+
+def profiler_line(profiler: dict) -> str:
+    """What the profiler recorded: ``stacks, shapes, memory; not profiled: 33.7 ms per step (tracelint.profile)``."""
+    on = [word for key, word in _SETTING_WORDS.items() if profiler.get(key)]
+    unknown = [word for key, word in _SETTING_WORDS.items() if profiler.get(key) is None and key != "with_modules"]
+    text = ", ".join(on) if on else "no stacks, shapes or memory events"
+    if unknown:
+        text += f" ({', '.join(unknown)}: not said)"
+    if profiler.get("unprofiled_step_ms"):
+        text += f"; not profiled: {profiler['unprofiled_step_ms']:.1f} ms per step ({profiler.get('source')})"
+    return text
 
 
 RANK_COLUMNS = ("rank", "verdict", "step ms", "busy", "compute", "comm ms", "overlap", "exposed ms", "wait ms")

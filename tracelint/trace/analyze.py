@@ -135,10 +135,12 @@ def _judge(read: _Read, config: Config, job: Job | None = None) -> Report:
     """Verdicts and findings of a measured file; ``job``: the job its rank belongs to, when its peers were read."""
     waits = job.waits if job is not None else {}
     verdicts = [decide(a.metrics, config, cpu_only=a.device is None, truncated=read.truncated,
-                       wait=waits.get(a.rank) if job is not None and job.analyses.get(a.rank) is a else None)
+                       wait=waits.get(a.rank) if job is not None and job.analyses.get(a.rank) is a else None,
+                       recording=a.recording)
                 for a in read.analyses]
     findings = _run_rules(read.analyses, verdicts, config)
-    summaries = [TraceSummary(read.path, v.kind, v.evidence, a.metrics, rank=a.rank, warnings=read.warnings)
+    summaries = [TraceSummary(read.path, v.kind, v.evidence, a.metrics, rank=a.rank, warnings=read.warnings,
+                              profiler=a.recording.as_dict())
                  for a, v in zip(read.analyses, verdicts, strict=True)]
     return Report(read.path, summaries, findings, read.warnings, read.analyses)
 

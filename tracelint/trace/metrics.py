@@ -85,6 +85,16 @@ class TraceAnalysis:
         return self._memo[key]
 
     @property
+    def recording(self):
+        """What the profiler recorded and what it cost (tracelint.trace.recording.Recording)."""
+        found = self._memo.get("recording")
+        if found is None:
+            from tracelint.trace.recording import recording_of
+
+            found = self._memo["recording"] = recording_of(self.model)
+        return found
+
+    @property
     def rank(self) -> int | None:
         return self.model.rank
 
@@ -253,9 +263,15 @@ def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_
     from tracelint.trace.comm import communication_metrics
 
     communication_metrics(analysis)
+    from tracelint.trace.compiled import compiled_metrics
+
+    compiled_metrics(analysis, launched, n_windows)
     analysis.steps.extend(_step_stats(model, launched, device))
     _step_metrics(m, analysis.steps, n_windows)
     _memory_metrics(m, model, device, n_windows)
+    from tracelint.trace.recording import recording_metrics
+
+    recording_metrics(m, analysis.recording)
     return analysis
 
 

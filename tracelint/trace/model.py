@@ -237,6 +237,8 @@ class TraceModel:
     memory: list[MemorySample] = field(default_factory=list)
     devices: dict[int, DeviceProps] = field(default_factory=dict)
     collectives: dict[int, CollectiveArgs] = field(default_factory=dict)  # by the kernel's correlation id
+    meta_settings: dict = field(default_factory=dict)  # the profiler settings among the top-level keys
+    tracelint_record: dict | None = None  # the top-level "tracelint" key written by tracelint.profile
     rank: int | None = None
     world_size: int | None = None
     base_time_ns: int | None = None
@@ -478,6 +480,10 @@ def _read_meta(model: TraceModel, meta: dict) -> None:
         model.rank = _int(dist.get("rank"))
         model.world_size = _int(dist.get("world_size"))
     model.base_time_ns = _int(meta.get("baseTimeNanoseconds"))
+    model.meta_settings = {key: meta[key] for key in ("with_stack", "record_shapes", "profile_memory", "with_flops",
+                                                      "with_modules") if key in meta}
+    record = meta.get("tracelint")
+    model.tracelint_record = record if isinstance(record, dict) else None
 
 
 _by_start = itemgetter(2)  # the start of an Op, RuntimeCall or SyncEvent

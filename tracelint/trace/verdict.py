@@ -22,6 +22,13 @@ Decision rule, over the metrics of tracelint.engine.metrics (thresholds: traceli
    un-profiled Python; the evidence names the largest of those parts.
 
 A trace without ProfilerStep spans is judged over the whole trace, and its evidence says so.
+
+The profiler's own cost. When the trace carries ``tracelint.profile``'s record of the unprofiled step
+(tracelint.trace.recording) and the profiled step is ``profiler-inflation-limit`` (default 1.2) times longer or more,
+a host-side verdict (``cpu-bound``, ``input-bound``) is checked against the run without the profiler: the GPU's busy
+time per step over ``unprofiled_step_ms``. At ``gpu-bound-busy-pct`` or more the verdict is ``gpu-bound``, and the
+evidence gives both answers: ``gpu-bound: when not profiled, GPU work 33 of 34 ms per step; the profiled trace reads
+cpu-bound because the profiler's host overhead (with_stack, ...) inflated the step 1.9×``.
 """
 from __future__ import annotations
 
@@ -33,6 +40,7 @@ from tracelint.engine import metrics as M
 
 if TYPE_CHECKING:
     from tracelint.trace.job import RankWait
+    from tracelint.trace.recording import Recording
 
 INPUT_BOUND, CPU_BOUND, GPU_BOUND, COMM_BOUND = "input-bound", "cpu-bound", "gpu-bound", "comm-bound"
 UNKNOWN = "unknown"
@@ -63,10 +71,33 @@ def _ms(us: float) -> str:
 
 
 def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = False, truncated: bool = False,
-           wait: RankWait | None = None) -> Verdict:
+           wait: RankWait | None = None, recording: Recording | None = None) -> Verdict:
     """The verdict of one device's metrics (see the module docstring for the rule); ``wait``: the rank's wait for
-    its peers, when the job's other ranks were read."""
+    its peers, when the job's other ranks were read; ``recording``: what the profiler recorded and cost."""
     config = config or Config()
+    verdict = _decide(metrics, config, cpu_only=cpu_only, truncated=truncated, wait=wait)
+    return _unprofiled(verdict, metrics, config, recording)
+
+
+def _unprofiled(verdict: Verdict, metrics: dict, config: Config, recording: Recording | None) -> Verdict:
+    """The verdict checked against the run without the profiler, when the trace carries its step time."""
+    inflation, unprofiled = M.PROFILER_INFLATION.of(metrics), M.UNPROFILED_STEP_MS.of(metrics)
+    busy_us = M.GPU_BUSY_US.of(metrics)
+    if (verdict.kind not in (CPU_BOUND, INPUT_BOUND) or not inflation or not unprofiled or busy_us is None
+            or inflation < config.threshold("profiler-inflation-limit")):
+        return verdict
+    gpu_ms = busy_us / max(1, M.STEPS.of(metrics) or 1) / 1000.0
+    what = ", ".join(recording.heavy) if recording is not None and recording.heavy else "its host overhead"
+    if 100.0 * gpu_ms / unprofiled >= config.threshold("gpu-bound-busy-pct"):
+        return Verdict(GPU_BOUND, f"gpu-bound: when not profiled, GPU work {_f(gpu_ms)} of {_f(unprofiled)} ms per "
+                                  f"step; the profiled trace reads {verdict.kind} because the profiler's host "
+                                  f"overhead ({what}) inflated the step {inflation:.1f}×")
+    return Verdict(verdict.kind, f"{verdict.evidence}; {verdict.kind} when not profiled too (GPU work {_f(gpu_ms)} "
+                                 f"of {_f(unprofiled)} ms per step; the profiler ({what}) inflated the step "
+                                 f"{inflation:.1f}×)")
+
+
+def _decide(metrics: dict, config: Config, *, cpu_only: bool, truncated: bool, wait: RankWait | None) -> Verdict:
     busy_limit = config.threshold("gpu-bound-busy-pct")
     data_limit = config.threshold("input-bound-data-wait-pct")
     min_gap_us = config.threshold("min-idle-gap-us")

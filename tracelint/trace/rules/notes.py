@@ -76,3 +76,50 @@ class TraceThresholdBreach(TraceRule):
                 message = f"{metric.name} is {value:g}{unit}{on}, {side} the limit {metric.gate} = {limit:g}"
                 yield finding(self, message, TraceLocation(analysis.path, rank=analysis.rank, event=metric.name),
                               metric=metric.name, value=value, limit=limit)
+
+
+class ProfilerOverhead(TraceRule):
+    """The verdict may describe the profiler rather than the run: measured (tracelint.profile's record of the
+    unprofiled step) or, without that record, estimated from the host and GPU time per kernel."""
+
+    code = "TL003"
+
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
+        m = analysis.metrics
+        recording = analysis.recording
+        heavy = ", ".join(recording.heavy) or "its default settings"
+        loc = TraceLocation(analysis.path, rank=analysis.rank)
+        inflation, unprofiled = M.PROFILER_INFLATION.of(m), M.UNPROFILED_STEP_MS.of(m)
+        if inflation is not None and unprofiled is not None:
+            if inflation < config.threshold("profiler-inflation-limit"):
+                return
+            profiled = unprofiled * inflation
+            if verdict.evidence.startswith(f"{verdict.kind}: when not profiled,"):
+                then = (f"the verdict follows the unprofiled run ({verdict.kind}); the host-side figures of this "
+                        "trace (idle causes, launch overhead) describe the profiler's cost as much as the run")
+            else:
+                then = f"the verdict ({verdict.kind}) holds without the profiler too"
+            yield finding(self, f"the profiler inflated the step {inflation:.1f}× ({profiled:.1f} ms profiled, "
+                          f"{unprofiled:.1f} ms not, measured by tracelint.profile; recorded with {heavy}): {then}",
+                          loc, profiler_inflation=inflation, unprofiled_step_ms=unprofiled,
+                          profiled_step_ms=round(profiled, 1), settings=recording.heavy)
+            return
+        # Without the record: a host-bound verdict on a trace recorded with the host-slowing settings is at risk
+        # when the host spends little more time per kernel than the GPU runs one.
+        if verdict.kind != "cpu-bound" or not recording.heavy or not analysis.has_steps:
+            return
+        per_step, mean_us = M.KERNELS_PER_STEP.of(m), M.MEAN_KERNEL_US.of(m)
+        step = M.STEP_CPU_US_MEAN.of(m)
+        host_share = (M.IDLE_PCT["launch_overhead"].of(m) or 0.0) + (M.IDLE_PCT["short_gap"].of(m) or 0.0)
+        if not per_step or not mean_us or not step or host_share < 50.0:
+            return
+        host_us = step / per_step
+        ratio = host_us / mean_us
+        if ratio >= config.threshold("profiler-risk-max-host-gpu-ratio"):
+            return
+        yield finding(self, f"the cpu-bound verdict may be the profiler's: the host spends {host_us:.0f} µs per kernel "
+                      f"launched against {mean_us:.0f} µs of GPU time per kernel ({ratio:.1f}×), and {heavy} commonly "
+                      "slow the host 1.5-4× (3.3× on a compiled GPT-2 step); to check, profile with "
+                      "tracelint.profile(...), which times the steps it does not record, or again without with_stack",
+                      loc, host_us_per_kernel=round(host_us, 1), mean_kernel_us=mean_us,
+                      host_gpu_ratio=round(ratio, 2), settings=recording.heavy)

@@ -10,15 +10,22 @@ copy also synchronizes, but that is TL202's finding, not a readback.
 
 Sites are aggregated per source line (with_stack traces) or per op name, and reported when they sync in at least
 ``sync-min-steps-pct`` percent of the steps (a periodic ``if step % 100 == 0`` log is not reported).
+
+What a sync costs is the GPU's idle time it causes, not how long the host waits: a readback queued behind busy work
+keeps the host waiting while the GPU runs, which costs nothing. A site's cost is the length of the idle gaps
+(tracelint.trace.metrics.Gap) of the launching thread that open while it is blocked in one of the site's calls, or
+within 20 µs of its return, and that are charged mostly to the sync (``idle_host_sync``; not a DataLoader wait that
+follows it) — the GPU drained its queue and waits for the host's next launch. A finding whose cost is
+under ``sync-info-below-step-pct`` [1 %] of the step is ``info``: it is there, and harmless.
 """
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from tracelint.engine import Config, Finding, SourceLocation
+from tracelint.engine import Config, Finding, Severity, SourceLocation
 from tracelint.engine import metrics as M
 from tracelint.trace.metrics import TraceAnalysis
 from tracelint.trace.model import D2H, MEMCPY, SYNC_CALLS, GpuEvent, Op, RuntimeCall
@@ -33,6 +40,7 @@ _COPY = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu", "aten::tolist
 # timing code reads events (DistributedDataParallel's logger calls cudaEventSynchronize every few steps).
 _EXPLICIT = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cuCtxSynchronize", "cuStreamSynchronize",
                        "hipDeviceSynchronize", "hipStreamSynchronize"})
+_SYNC_TOLERANCE_US = 20.0  # a gap opening this close to a sync call is the sync's
 _MAX_SCAN = 4000  # how far back to look for enclosing ops (they nest, so the innermost are close)
 
 
@@ -48,6 +56,7 @@ class SyncSite:
     first_step: int | None
     count: int = 0
     stall_us: float = 0.0
+    idle_us: float = 0.0  # GPU idle time the site's calls cause (module docstring)
     steps: set = field(default_factory=set)
 
 
@@ -109,6 +118,11 @@ def _sync_sites(analysis: TraceAnalysis) -> list[SyncSite]:
     model = analysis.model
     copies = _copies_by_tid(analysis)
     sites: dict[tuple, SyncSite] = {}
+    gaps_by_tid: dict[object, tuple[list[float], list]] = {}
+    for gap in analysis.gaps:  # in start order
+        starts, items = gaps_by_tid.setdefault(gap.tid, ([], []))
+        starts.append(gap.start)
+        items.append(gap)
     for call in model.runtime:
         if call.name not in SYNC_CALLS:
             continue
@@ -128,6 +142,10 @@ def _sync_sites(analysis: TraceAnalysis) -> list[SyncSite]:
         site.count += 1
         site.stall_us += call.end - call.start
         site.steps.add(step)
+        starts, items = gaps_by_tid.get(call.tid, ([], []))
+        lo = bisect_left(starts, call.start - _SYNC_TOLERANCE_US)
+        hi = bisect_right(starts, call.end + _SYNC_TOLERANCE_US)
+        site.idle_us += sum(g.end - g.start for g in items[lo:hi] if g.cause == "host_sync")
     return sorted(sites.values(), key=lambda s: (s.code, -s.count))
 
 
@@ -157,18 +175,24 @@ class _SyncRule(TraceRule):
                          f"({len(site.steps)} of {n_steps} steps)")
             else:
                 count = f"{site.count} times in the trace (no ProfilerStep: whole trace)"
+            idle_each = site.idle_us / site.count
+            cost = 100.0 * site.idle_us / n_steps / step_us if step_us else None
             share = ""
-            if step_us:
-                part = 100.0 * site.stall_us / n_steps / step_us
-                share = f", {part:.1f} % of the step" if part >= 0.1 else ", under 0.1 % of the step"
+            if cost is not None:
+                share = f", {cost:.1f} % of the step" if cost >= 0.1 else ", under 0.1 % of the step"
             message = (f"{self.what} makes the host wait for the GPU {count}{where}; "
-                       f"the host stalls {ms(each)} each{share}")
+                       f"the host stalls {ms(each)} each and the GPU idles {ms(idle_each)} each{share}")
             call = site.first_call
             loc = analysis.location(step=site.first_step, start=call.start, end=call.end,
                                     event=site.event, tid=call.tid, op=site.first_op)
             loc = replace(loc, source=source)
-            yield finding(self, message, loc, syncs_per_step=round(per_step, 3), stall_us_each=round(each, 1),
-                          steps_with_sync=len(site.steps), steps=n_steps)
+            result = finding(self, message, loc, syncs_per_step=round(per_step, 3), stall_us_each=round(each, 1),
+                             gpu_idle_us_each=round(idle_each, 1),
+                             cost_pct_of_step=None if cost is None else round(cost, 2),
+                             steps_with_sync=len(site.steps), steps=n_steps)
+            if cost is not None and cost < config.threshold("sync-info-below-step-pct"):
+                result = replace(result, severity=Severity.INFO)  # there, and harmless: never fails CI
+            yield result
 
 
 def _short(source: SourceLocation) -> str:

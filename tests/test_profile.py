@@ -1,0 +1,135 @@
+"""tracelint.profile: torch.profiler.profile that times the steps it does not record (CPU torch)."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+import tracelint
+from tracelint.trace.profiler import _copy_with_key, on_trace_ready
+
+
+def test_import_tracelint_does_not_import_torch():
+    code = ("import sys, tracelint; f = tracelint.profile; import tracelint.profile as m; "
+            "print('torch' in sys.modules, callable(f), callable(m), f is tracelint.profile)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True", "True", "True"]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('{"a": 1}', {"tracelint": {"v": 1}, "a": 1}),
+    ('  \n{\n  "a": [1, 2]\n}\n', {"tracelint": {"v": 1}, "a": [1, 2]}),
+    ("{}", {"tracelint": {"v": 1}}),
+    ("{ \n }", {"tracelint": {"v": 1}}),
+])
+def test_copy_with_key(text, expected):
+    dst = io.BytesIO()
+    _copy_with_key(io.BytesIO(text.encode()), dst, "tracelint", {"v": 1})
+    doc = json.loads(dst.getvalue())
+    assert doc == expected and list(doc)[0] == "tracelint"
+
+
+torch = pytest.importorskip("torch")
+CPU = [torch.profiler.ProfilerActivity.CPU]
+
+
+def _work(a):
+    for _ in range(6):
+        a = torch.tanh(a @ a)
+    return a
+
+
+def _traces(folder):
+    docs = []
+    for path in sorted(folder.glob("*.pt.trace.json.gz")):
+        with gzip.open(path, "rt") as f:
+            docs.append(json.load(f))
+    return sorted(docs, key=lambda d: d["tracelint"].get("recording_from_step", 0))
+
+
+def test_unprofiled_steps_timed_and_stored(tmp_path):
+    a = torch.randn(384, 384) / 20
+    for _ in range(3):
+        _work(a)
+    times = []  # the same step without the profiler
+    for _ in range(7):
+        t0 = time.perf_counter()
+        _work(a)
+        times.append((time.perf_counter() - t0) * 1e3)
+    reference_ms = statistics.median(times)
+
+    sched = torch.profiler.schedule(wait=2, warmup=1, active=2, repeat=2)
+    handler = on_trace_ready(tmp_path, worker_name="w0", print_verdict=False)
+    with tracelint.profile(activities=CPU, schedule=sched, on_trace_ready=handler, record_shapes=True,
+                           with_stack=True) as prof:
+        for _ in range(13):
+            _work(a)
+            prof.step()
+    first, second = _traces(tmp_path)
+    # steps: 0-1 wait (step 0 is never timed), 2 warmup, 3-4 active | 5-6 wait, 7 warmup, 8-9 active | 10-12 none
+    assert first["tracelint"]["recording_from_step"] == 3 and second["tracelint"]["recording_from_step"] == 8
+    un1, un2 = first["tracelint"]["unprofiled"], second["tracelint"]["unprofiled"]
+    assert un1["steps"] == 1 and [(b["first_step"], b["steps"]) for b in un1["blocks"]] == [(1, 1)]
+    assert un2["steps"] == 3 and [(b["first_step"], b["steps"]) for b in un2["blocks"]] == [(1, 1), (5, 2)]
+    assert un2["step_ms"] == pytest.approx(sum(b["ms"] for b in un2["blocks"]) / 3, rel=1e-3)
+    assert un2["sync"] == "none"  # CPU only: nothing to synchronize
+    for un in (un1, un2):
+        assert 0 < un["step_ms"] and reference_ms / 4 < un["step_ms"] < reference_ms * 4, (un, reference_ms)
+    settings = second["tracelint"]["settings"]
+    assert settings["record_shapes"] and settings["with_stack"] and not settings["profile_memory"]
+    assert settings["activities"] == ["CPU"]
+    assert settings["schedule"] == {"skip_first": 0, "skip_first_wait": 0, "wait": 2, "warmup": 1, "active": 2,
+                                    "repeat": 2}
+    assert second["tracelint"]["source"] == "tracelint.profile"
+
+
+def test_one_sync_per_block_boundary(tmp_path):
+    calls = []
+    sched = torch.profiler.schedule(wait=3, warmup=1, active=1, repeat=2)
+    with tracelint.profile(activities=CPU, schedule=sched, on_trace_ready=lambda p: None) as prof:
+        prof._tl_sync = lambda: calls.append(prof.step_num)
+        for _ in range(14):
+            prof.step()
+    # blocks entered at steps 1, 5 and 10 (the last one is never closed) and left before steps 3 and 8
+    assert calls == [1, 2, 5, 7, 10]
+
+
+def test_without_schedule_only_settings(tmp_path):
+    path = tmp_path / "t.json"
+    with tracelint.profile(activities=CPU, profile_memory=True, on_trace_ready=None) as prof:
+        _work(torch.randn(64, 64))
+    prof.export_chrome_trace(str(path))
+    meta = json.loads(path.read_text())["tracelint"]
+    assert "unprofiled" not in meta and meta["settings"]["schedule"] is None and meta["settings"]["profile_memory"]
+
+
+def test_default_handler_is_tracelints(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sched = torch.profiler.schedule(wait=2, warmup=1, active=1, repeat=1)
+    with tracelint.profile(activities=CPU, schedule=sched) as prof:
+        for _ in range(5):
+            _work(torch.randn(64, 64))
+            prof.step()
+    (doc,) = _traces(tmp_path / "tracelint_traces")
+    assert doc["tracelint"]["unprofiled"]["steps"] == 1
+    assert tracelint.profile(activities=CPU, on_trace_ready=None).on_trace_ready is None
+
+
+def test_plain_profiler_handler_records_settings_only(tmp_path):
+    sched = torch.profiler.schedule(wait=2, warmup=1, active=1, repeat=1, skip_first=1)
+    handler = on_trace_ready(tmp_path, worker_name="w0", print_verdict=False)
+    with torch.profiler.profile(activities=CPU, schedule=sched, on_trace_ready=handler, with_stack=True) as prof:
+        for _ in range(6):
+            _work(torch.randn(64, 64))
+            prof.step()
+    (doc,) = _traces(tmp_path)
+    meta = doc["tracelint"]
+    assert meta["source"] == "tracelint.trace.profiler.on_trace_ready" and "unprofiled" not in meta
+    assert meta["settings"]["with_stack"] and meta["settings"]["schedule"]["skip_first"] == 1
+    assert "traceEvents" in doc

@@ -1,0 +1,94 @@
+"""What the profiler recorded, and what recording cost: the settings of a trace and, when the run was profiled with
+``tracelint.profile``, the time of its steps without the profiler.
+
+Settings. torch 2.x writes ``with_stack``, ``record_shapes``, ``profile_memory`` (and ``with_flops``,
+``with_modules`` when set) as top-level keys of the trace; ``tracelint.profile`` repeats them under
+``tracelint.settings``. Where neither says, ``with_stack`` is read from the events (``python_function`` frames or
+PyTorch <= 1.9 ``Call stack`` args) and ``profile_memory`` from ``[memory]`` events; ``record_shapes`` and
+``with_flops`` then stay unknown (None).
+
+Cost. ``tracelint.profile`` times the steps the profiler does not record (the schedule's wait steps) between device
+synchronizations and stores them under the trace's top-level ``tracelint`` key (tracelint/profile.py defines it):
+
+- ``unprofiled_step_ms``: the mean time of a step without the profiler (``tracelint.unprofiled.step_ms``);
+- ``profiler_inflation``: the profiled step (``step_ms``: the longer of the mean CPU step span and the mean GPU span
+  of a step) over ``unprofiled_step_ms``. 1.0 means recording cost nothing; the seeds' settings (stacks, shapes,
+  memory) cost 2x on the project's GPT-2 fixture and 3.4x on its compiled twin.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tracelint.trace.model import TraceModel
+
+SETTINGS = ("with_stack", "record_shapes", "profile_memory", "with_flops", "with_modules")
+# The settings that slow the host: stacks most (a Python frame event per call), then shapes and memory events.
+HEAVY = ("with_stack", "record_shapes", "profile_memory", "with_flops")
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    settings: dict[str, bool | None]  # each of SETTINGS: on, off, or unknown
+    inferred: tuple[str, ...]  # the settings read from the events, not from the trace's keys
+    unprofiled_step_ms: float | None  # tracelint.profile's measurement, when the trace has one
+    unprofiled_steps: int | None
+    source: str | None  # "tracelint.profile" when the trace carries its record
+
+    @property
+    def heavy(self) -> list[str]:
+        """The host-slowing settings that were on."""
+        return [key for key in HEAVY if self.settings.get(key)]
+
+    def as_dict(self) -> dict:
+        """The JSON report's ``profiler`` object."""
+        return {**self.settings, "inferred": list(self.inferred), "unprofiled_step_ms": self.unprofiled_step_ms,
+                "unprofiled_steps": self.unprofiled_steps, "source": self.source}
+
+
+def _flag(value) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value in (0, 1):
+        return bool(value)
+    return None
+
+
+def recording_of(model: TraceModel) -> Recording:
+    meta = model.meta_settings
+    record = model.tracelint_record or {}
+    declared = record.get("settings") if isinstance(record.get("settings"), dict) else {}
+    settings: dict[str, bool | None] = {}
+    for key in SETTINGS:
+        value = _flag(meta.get(key))
+        settings[key] = value if value is not None else _flag(declared.get(key))
+    inferred = []
+    if settings["with_stack"] is None:
+        settings["with_stack"] = bool(model.frames) or any(op.stack for op in model.ops[:1000])
+        inferred.append("with_stack")
+    if settings["profile_memory"] is None:
+        settings["profile_memory"] = bool(model.memory)
+        inferred.append("profile_memory")
+    unprofiled = record.get("unprofiled") if isinstance(record.get("unprofiled"), dict) else {}
+    step_ms = unprofiled.get("step_ms")
+    steps = unprofiled.get("steps")
+    ok = isinstance(step_ms, (int, float)) and not isinstance(step_ms, bool) and math.isfinite(step_ms) and step_ms > 0
+    return Recording(settings, tuple(inferred), float(step_ms) if ok else None,
+                     int(steps) if ok and isinstance(steps, int) and not isinstance(steps, bool) else None,
+                     str(record.get("source") or "tracelint.profile") if record else None)
+
+
+def step_ms(metrics: dict) -> float | None:
+    """The profiled step: the longer of the mean CPU step span and the mean GPU span of a step, in ms."""
+    from tracelint.engine import metrics as M
+
+    spans = [v for v in (M.STEP_CPU_US_MEAN.of(metrics), M.STEP_GPU_SPAN_US_MEAN.of(metrics)) if v is not None]
+    return round(max(spans) / 1000.0, 3) if spans else None
+
+
+def recording_metrics(metrics: dict, recording: Recording) -> None:
+    """Set ``unprofiled_step_ms`` and ``profiler_inflation`` (module docstring)."""
+    metrics["unprofiled_step_ms"] = recording.unprofiled_step_ms
+    profiled = step_ms(metrics)
+    metrics["profiler_inflation"] = (round(profiled / recording.unprofiled_step_ms, 2)
+                                     if profiled and recording.unprofiled_step_ms else None)
