@@ -1,0 +1,185 @@
+"""Right about the run, not the profiler: what the profiler recorded, its measured cost (tracelint.profile's record),
+the verdict of the unprofiled run, TL003, compiled and graph-replayed code, and syncs that cost nothing — on the H200
+GPT-2 fixtures, whose unprofiled step times were measured outside the profiler (fixtures/traces/manifest.json)."""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from functools import cache
+
+import pytest
+
+from tracelint.engine import Severity
+from tracelint.engine import metrics as M
+from tracelint.testing import TraceBuilder, analyze
+from tracelint.trace import analyze_trace
+
+TINY = "void at::native::vectorized_elementwise_kernel<4, ...>"
+
+
+@cache
+def _report(fixture_traces, name: str):
+    path = fixture_traces / f"{name}.pt.trace.json.gz"
+    if not path.exists():
+        pytest.skip(f"fixture trace {name} not recorded")
+    return analyze_trace(path)
+
+
+@cache
+def _raw(fixture_traces, name: str) -> dict:
+    with gzip.open(fixture_traces / f"{name}.pt.trace.json.gz") as f:
+        return json.load(f)
+
+
+def _manifest(fixture_traces) -> dict:
+    return json.loads((fixture_traces / "manifest.json").read_text())["traces"]
+
+
+def _codes(report) -> set[str]:
+    return {f.code for f in report.findings}
+
+
+def test_what_the_profiler_recorded(fixture_traces, public_traces):
+    recorded = _report(fixture_traces, "gpt_eager_bf16").summaries[0].profiler
+    assert {k: recorded[k] for k in ("with_stack", "record_shapes", "profile_memory")} == dict.fromkeys(
+        ("with_stack", "record_shapes", "profile_memory"), True)
+    assert recorded["inferred"] == [] and recorded["unprofiled_step_ms"] is None
+    # PyTorch 1.9 traces say nothing at the top level: stacks and memory are read from the events
+    old = analyze_trace(public_traces / "tbplugin-resnet50_num_workers_0.pt.trace.json.gz").summaries[0].profiler
+    assert set(old["inferred"]) == {"with_stack", "profile_memory"} and old["record_shapes"] is None
+
+
+@pytest.mark.parametrize("name", ["gpt_eager_bf16", "gpt_compiled", "gpt_fp32", "gpt_tiny_item"])
+def test_unprofiled_step_and_inflation(fixture_traces, name):
+    """unprofiled_step_ms is the record's, within 2 % of the step time measured outside the profiler, and
+    profiler_inflation is the profiled step (plain reading of the ProfilerStep spans and of the GPU spans of the
+    steps) over it."""
+    report = _report(fixture_traces, f"{name}_tlprofile")
+    raw = _raw(fixture_traces, f"{name}_tlprofile")
+    m = report.metrics
+    record = raw["tracelint"]["unprofiled"]["step_ms"]
+    assert M.UNPROFILED_STEP_MS.of(m) == record
+    truth = _manifest(fixture_traces)[name]["ground_truth"]["median_ms"]
+    assert record == pytest.approx(truth, rel=0.02)
+    events = raw["traceEvents"]
+    steps = [e for e in events if e.get("cat") == "user_annotation" and re.fullmatch(r"ProfilerStep#\d+", e["name"])]
+    cpu_ms = sum(e["dur"] for e in steps) / len(steps) / 1000
+    gpu_ms = M.STEP_GPU_SPAN_US_MEAN.of(m) / 1000
+    assert M.PROFILER_INFLATION.of(m) == pytest.approx(max(cpu_ms, gpu_ms) / record, abs=0.01)
+
+
+@pytest.mark.parametrize(("name", "verdict"), [("gpt_eager_bf16", "gpu-bound"), ("gpt_compiled", "gpu-bound"),
+                                               ("gpt_fp32", "gpu-bound"), ("gpt_tiny_item", "cpu-bound")])
+def test_verdict_is_the_unprofiled_runs(fixture_traces, name, verdict):
+    """With tracelint.profile's record the verdict is the unprofiled run's: the GPU work per step against the step
+    time measured without the profiler (the ground truth says the same)."""
+    report = _report(fixture_traces, f"{name}_tlprofile")
+    assert report.verdict == verdict
+    gpu_ms = M.GPU_BUSY_US.of(report.metrics) / M.STEPS.of(report.metrics) / 1000
+    truth = _manifest(fixture_traces)[name]["ground_truth"]["median_ms"]
+    assert (gpu_ms / truth >= 0.8) == (verdict == "gpu-bound")
+    if name in ("gpt_eager_bf16", "gpt_compiled"):
+        assert report.evidence.startswith("gpu-bound: when not profiled, GPU work")
+        assert "the profiled trace reads cpu-bound" in report.evidence
+        tl003 = dict(next(f for f in report.findings if f.code == "TL003").details)
+        assert tl003["profiler_inflation"] > 1.5
+    if name == "gpt_fp32":
+        assert "TL401" in _codes(report) and "TL003" not in _codes(report)
+
+
+@pytest.mark.parametrize("name", ["gpt_eager_bf16", "gpt_compiled"])
+def test_without_the_record_tl003_says_the_verdict_may_be_the_profilers(fixture_traces, name):
+    report = _report(fixture_traces, name)
+    assert report.verdict == "cpu-bound"
+    (finding,) = [f for f in report.findings if f.code == "TL003"]
+    assert finding.severity is Severity.INFO
+    d = dict(finding.details)
+    m = report.metrics
+    host = M.STEP_CPU_US_MEAN.of(m) / M.KERNELS_PER_STEP.of(m)
+    assert d["host_gpu_ratio"] == pytest.approx(host / M.MEAN_KERNEL_US.of(m), abs=0.01)
+    assert d["host_gpu_ratio"] < 5
+    assert "tracelint.profile" in finding.message
+
+
+@pytest.mark.parametrize("name", ["launch_bound", "gpt_tiny_item", "item_per_step", "gpu_bound", "gpt_fp32"])
+def test_no_tl003_where_the_verdict_is_safe(fixture_traces, name):
+    """Genuinely host-bound runs (the host needs many times the GPU's time per kernel) and GPU-bound ones."""
+    assert "TL003" not in _codes(_report(fixture_traces, name))
+
+
+@pytest.mark.parametrize("name", ["gpt_compiled", "gpt_compiled_tlprofile", "compiled"])
+def test_a_compiled_model_is_never_told_to_compile(fixture_traces, name):
+    report = _report(fixture_traces, name)
+    assert M.COMPILED_KERNEL_PCT.of(report.metrics) > 50
+    for finding in report.findings:
+        assert "use torch.compile (" not in finding.message, finding.message
+    tl501 = [f for f in report.findings if f.code == "TL501"]
+    assert all("reduce-overhead" in f.message for f in tl501)
+
+
+def test_compiled_metrics_match_a_plain_reading(fixture_traces):
+    """Kernels launched inside a ## Call CompiledFxGraph span of their thread, or Triton kernels: their share of
+    the kernel time launched in the steps; regions per step."""
+    raw = _raw(fixture_traces, "gpt_compiled")["traceEvents"]
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in raw if e.get("cat") == "user_annotation"
+             and re.fullmatch(r"ProfilerStep#\d+", e["name"])]
+    regions = [(e["tid"], e["ts"], e["ts"] + e["dur"]) for e in raw if e.get("cat") == "user_annotation"
+               and e["name"].startswith("## Call CompiledFxGraph")]
+    launches = {e["args"]["correlation"]: e for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                and "correlation" in e.get("args", {})}
+    total = compiled = 0.0
+    for k in (e for e in raw if e.get("cat") == "kernel"):
+        launch = launches.get(k["args"]["correlation"])
+        if launch is None or not any(s <= launch["ts"] <= t for s, t in steps):
+            continue
+        total += k["dur"]
+        inside = any(tid == launch["tid"] and s <= launch["ts"] <= t for tid, s, t in regions)
+        if inside or k["name"].startswith("triton_"):
+            compiled += k["dur"]
+    m = _report(fixture_traces, "gpt_compiled").metrics
+    assert M.COMPILED_KERNEL_PCT.of(m) == pytest.approx(100 * compiled / total, abs=0.01)
+    assert M.COMPILED_REGIONS_PER_STEP.of(m) == len(regions) / len(steps) == 2  # forward and backward graphs
+    assert M.COMPILED_KERNEL_PCT.of(_report(fixture_traces, "gpt_eager_bf16").metrics) is None
+
+
+def test_graph_replays_get_graph_advice():
+    trace = TraceBuilder().device_properties()
+    for _ in trace.steps(3):
+        for _ in range(120):  # 120 tiny graphs replayed per step (graph breaks): the host still launches each
+            trace.kernel(TINY, gpu_us=3, host_us=15, op="aten::add", api="cudaGraphLaunch")
+    report = analyze(trace)
+    m = report.metrics
+    assert M.GRAPH_KERNEL_PCT.of(m) == 100.0 and M.GRAPH_LAUNCHES_PER_STEP.of(m) == 120
+    (tl501,) = [f for f in report.findings if f.code == "TL501"]
+    assert "already replays CUDA graphs" in tl501.message and "use torch.compile (" not in tl501.message
+
+
+def test_a_sync_that_costs_nothing_is_info(fixture_traces):
+    """The cost of a sync is the GPU idle time it causes: item_per_step loses what its fixed twin gains, and the
+    tiny GPT's .item() comes when the GPU queue is already empty."""
+    costly = next(f for f in _report(fixture_traces, "item_per_step").findings if f.code == "TL101")
+    manifest = _manifest(fixture_traces)
+    gain = 1 - manifest["item_per_step_fixed"]["ground_truth"]["median_ms"] / manifest["item_per_step"][
+        "ground_truth"]["median_ms"]
+    assert costly.severity is Severity.WARNING
+    assert dict(costly.details)["cost_pct_of_step"] == pytest.approx(100 * gain, abs=5)
+    for name in ("gpt_tiny_item", "item_no_effect"):
+        cheap = next(f for f in _report(fixture_traces, name).findings if f.code == "TL101")
+        assert cheap.severity is Severity.INFO and dict(cheap.details)["cost_pct_of_step"] < 1
+
+
+def test_recorded_settings_and_measured_cost_in_a_synthetic_trace():
+    fast_host = TraceBuilder().device_properties().recorded(unprofiled_step_ms=30.0)
+    for _ in fast_host.steps(3):
+        for _ in range(700):
+            fast_host.kernel(TINY, gpu_us=40, op="aten::add", host_us=90)
+    report = analyze(fast_host)
+    assert report.verdict == "gpu-bound" and M.UNPROFILED_STEP_MS.of(report.metrics) == 30.0
+    assert "TL003" in _codes(report) and "TL501" not in _codes(report)
+    under_limit = TraceBuilder().device_properties().recorded(unprofiled_step_ms=60.0)
+    for _ in under_limit.steps(3):
+        for _ in range(700):
+            under_limit.kernel(TINY, gpu_us=40, op="aten::add", host_us=90)
+    report = analyze(under_limit)  # 63 ms profiled against 60 ms: the profiler cost little, the trace is right
+    assert report.verdict == "cpu-bound" and "TL003" not in _codes(report)
