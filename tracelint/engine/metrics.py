@@ -25,7 +25,7 @@ UNITS = ("pct", "us", "ms", "bytes", "count", "ratio", "label", "flag")
 DIRECTIONS = ("higher", "lower", None)
 
 # The parts of the idle time and of the step, in the order their metrics appear.
-IDLE_CAUSES = ("data_wait", "host_sync", "launch_overhead", "other", "short_gap")
+IDLE_CAUSES = ("data_wait", "host_sync", "allocator", "autotune", "launch_overhead", "other", "short_gap")
 STEP_PARTS = ("data", "forward", "backward", "optimizer", "other")
 
 
@@ -77,8 +77,15 @@ _CAUSE_TEXT = {
                  "(cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, a blocking cudaMemcpy, their "
                  "hip/cu twins: what .item()/.cpu() do; the sync drained the queue, so everything until the next "
                  "launch is its cost), else the time the gap overlaps such a call",
-    "launch_overhead": "of what remains, the time the thread was inside any CPU op or runtime call (issuing work: "
-                       "CPU-bound)",
+    "allocator": "of what remains, the same for the caching allocator giving memory back to the driver (cudaFree, "
+                 "hipFree, cuMemFree: they synchronize the device; torch.cuda.empty_cache(), or an allocator under "
+                 "memory pressure)",
+    "autotune": "of what remains, the time the gap overlaps a convolution algorithm search (cudnnFind*, "
+                "miopenFind*: torch.backends.cudnn.benchmark in the first steps)",
+    "launch_overhead": "of what remains, the time the thread was inside its own work: a CPU op or a runtime call "
+                       "(issuing work: CPU-bound), not a span that only encloses other code (a record_function range "
+                       "such as Optimizer.step#…, a compiled graph's ## Call CompiledFxGraph ## or CompiledFunction: "
+                       "time inside them but outside any op is the next cause)",
     "other": "the rest of the gap, when the thread ran no profiled op (Python between ops, un-profiled work, sleep)",
     "short_gap": "gaps shorter than min-idle-gap-us (the idle time not charged to a cause above)",
 }
@@ -87,7 +94,7 @@ IDLE_PCT = {}
 for _cause in IDLE_CAUSES:
     IDLE_PCT[_cause] = _declare(
         f"idle_{_cause}_pct", "pct", "lower",
-        f"idle_{_cause}_us as a percent of gpu_idle_us (the five idle parts sum to 100).")
+        f"idle_{_cause}_us as a percent of gpu_idle_us (the idle parts sum to 100).")
     IDLE_US[_cause] = _declare(f"idle_{_cause}_us", "us", "lower", f"GPU idle time from {_CAUSE_TEXT[_cause]}.")
 COMPUTE_BUSY_PCT = _declare(
     "compute_busy_pct", "pct", "higher",

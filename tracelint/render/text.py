@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tracelint.engine import metrics as M
 from tracelint.engine.finding import Finding, Severity, SourceLocation, TraceLocation
-from tracelint.engine.metrics import GPU_BUSY_PCT, registry
+from tracelint.engine.metrics import GPU_BUSY_PCT, IDLE_CAUSES, registry
 from tracelint.engine.metrics import unit as metric_unit
 from tracelint.engine.result import RunResult, TraceSummary
 from tracelint.render._common import is_rank_summary, trace_context, verdict_line
@@ -116,8 +116,13 @@ def _tally(labels: dict) -> str:
 def ordered_metrics(metrics: dict) -> list[tuple[str, str]]:
     """(name, formatted value) in the registry's order (tracelint.engine.metrics), undeclared ones after them in
     the analyzer's order. A time and its share of the same name (``idle_host_sync_us`` and ``idle_host_sync_pct``)
-    share one row; metrics that do not apply (None) are left out (the JSON report keeps them)."""
+    share one row; metrics that do not apply (None) are left out (the JSON report keeps them), and so are idle causes
+    that took no time."""
     items = {k: v for k, v in flat_metrics(metrics) if v is not None}
+    for cause in IDLE_CAUSES:  # an idle cause that took no time says nothing
+        if items.get(f"idle_{cause}_pct") == 0 and not items.get(f"idle_{cause}_us"):
+            items.pop(f"idle_{cause}_pct")
+            items.pop(f"idle_{cause}_us", None)
     order = _registry_order()
 
     def rank(key: str) -> int:

@@ -22,6 +22,17 @@ from tracelint.engine.thresholds import default as threshold_default
 from tracelint.trace.model import D2H, H2D, KERNEL, PAGEABLE, PINNED, SYNC_CALLS, GpuEvent, Op, TraceModel
 
 _BACKWARD = re.compile(r"Backward\d*$")
+_CORE_NAMESPACES = frozenset({"aten", "prim", "prims", "c10d", "c10", "torch", "autograd", "cuda", "cudnn", "miopen",
+                              "mkldnn", "quantized", "profiler", "inductor", "_c10d_functional", "c10d_functional",
+                              "_quantized", "sparse", "fbgemm", "nccl"})
+_WRAPPERS = ("## Call CompiledFxGraph", "CompiledFunction", "Torch-Compiled Region", "## ")
+# The caching allocator giving memory back to the driver: cudaFree synchronizes the device.
+ALLOCATOR_FREES = frozenset({"cudaFree", "cuMemFree", "cuMemFree_v2", "hipFree", "cudaFreeHost", "hipHostFree",
+                             "cuMemFreeHost", "hipFreeHost"})
+# Convolution algorithm search (torch.backends.cudnn.benchmark, MIOpen's find step): the library times candidate
+# kernels and synchronizes between them.
+_AUTOTUNE = re.compile(r"cudnnFind|FindConvolution|miopenFind|cudnnGet\w*AlgorithmMaxCount|cudnnBackendExecute.*Find"
+                       r"|benchmark_?algo", re.I)
 _SYNC_TOLERANCE_US = 20.0  # the host's sync returns a few µs after the GPU's last work ends
 
 
@@ -298,9 +309,34 @@ def _busy_union(events: list[GpuEvent], window) -> tuple[list[float], list[float
     return starts, ends, first
 
 
+@lru_cache(maxsize=65536)
+def _custom_op(name: str) -> bool:
+    namespace, sep, _ = name.partition("::")
+    return bool(sep) and namespace.isidentifier() and namespace not in _CORE_NAMESPACES
+
+
+def is_wrapper(name: str, annotations: frozenset) -> bool:
+    """An enclosing span that runs other code rather than doing work itself: a record_function range
+    (user_annotation, e.g. ``Optimizer.step#AdamW.step``), a compiled-graph wrapper (``## Call CompiledFxGraph``,
+    ``CompiledFunction``, ``Torch-Compiled Region``), or a framework's custom op (``vllm::moe_forward``: an op of a
+    namespace other than PyTorch's own, registered from Python with torch.library, whose body is Python code)."""
+    return name in annotations or name.startswith(_WRAPPERS) or _custom_op(name)
+
+
+def _held(union: tuple[list[float], list[float]], a: float, b: float, rest: float) -> float:
+    """The part of a gap [a, b] (at most ``rest``) charged to blocking calls: all of it when the gap opens while the
+    thread is blocked in one (the call drained the queue: everything until the next launch is its cost), else the
+    time the gap overlaps them."""
+    if not union[0]:
+        return 0.0
+    return rest if _containing(union, a, _SYNC_TOLERANCE_US) else min(rest, overlap(union, a, b))
+
+
 def _idle_causes(model: TraceModel, starts, ends, first, min_gap_us: float) -> tuple[dict[str, float], list[Gap]]:
     main_tid = model.main_tid
-    unions: dict[object, tuple] = {}  # tid -> (DataLoader waits, syncs, any activity), each a merged union
+    # tid -> (DataLoader waits, syncs, allocator frees, algorithm searches, activity), each a merged union
+    unions: dict[object, tuple] = {}
+    annotations = model.annotations
 
     calls_by_tid: dict[object, list] = {}
     for call in model.runtime:
@@ -311,14 +347,20 @@ def _idle_causes(model: TraceModel, starts, ends, first, min_gap_us: float) -> t
         if found is None:
             ops = model.ops_on(tid)[1]
             calls = calls_by_tid.get(tid, [])
+            data = [(o.start, o.end) for o in ops if is_dataloader_next(o.name)]
             found = unions[tid] = (
-                merge((o.start, o.end) for o in ops if is_dataloader_next(o.name)),
+                merge(data),
                 merge((c.start, c.end) for c in calls if c.name in SYNC_CALLS),
-                merge([(o.start, o.end) for o in ops] + [(c.start, c.end) for c in calls]),
+                merge((c.start, c.end) for c in calls if c.name in ALLOCATOR_FREES),
+                merge((o.start, o.end) for o in [*ops, *calls] if _AUTOTUNE.search(o.name)),
+                # the thread's own work: ops and runtime calls, not the spans that only enclose other code (the
+                # DataLoader's are kept: their time is subtracted as data_wait below)
+                merge([(o.start, o.end) for o in ops if not is_wrapper(o.name, annotations)]
+                      + [(c.start, c.end) for c in calls] + data),
             )
         return found
 
-    data_wait = host_sync = launch = other = 0.0
+    totals = dict.fromkeys(IDLE_CAUSES[:-1], 0.0)
     gaps: list[Gap] = []
     for i in range(1, len(starts)):
         a, b = ends[i - 1], starts[i]
@@ -326,25 +368,24 @@ def _idle_causes(model: TraceModel, starts, ends, first, min_gap_us: float) -> t
             continue
         opener = first[i]
         tid = opener.launch.tid if opener.launch is not None else main_tid
-        data, syncs, active = unions.get(tid) or unions_of(tid)
+        data, syncs, frees, search, active = unions.get(tid) or unions_of(tid)
         d = overlap(data, a, b) if data[0] else 0.0
         rest = (b - a) - d
-        if syncs[0]:
-            h = rest if _containing(syncs, a, _SYNC_TOLERANCE_US) else min(rest, overlap(syncs, a, b))
-        else:
-            h = 0.0
+        h = _held(syncs, a, b, rest)
         rest -= h
+        f = _held(frees, a, b, rest)
+        rest -= f
+        t = min(rest, overlap(search, a, b)) if search[0] else 0.0
+        rest -= t
         lo = ot = 0.0
         if rest > 0:
-            lo = min(rest, max(0.0, overlap(active, a, b) - d))
+            lo = min(rest, max(0.0, overlap(active, a, b) - d - h - f - t))
             ot = rest - lo
-        data_wait += d
-        host_sync += h
-        launch += lo
-        other += ot
-        parts = (d, h, lo, ot)
+        parts = (d, h, f, t, lo, ot)
+        for cause, part in zip(IDLE_CAUSES, parts, strict=False):
+            totals[cause] += part
         gaps.append(Gap(a, b, IDLE_CAUSES[parts.index(max(parts))], tid, opener.step))
-    return {"data_wait": data_wait, "host_sync": host_sync, "launch_overhead": launch, "other": other}, gaps
+    return totals, gaps
 
 
 def _copy_metrics(m: dict, launched: list[GpuEvent], window, busy: float, n_windows: int) -> None:

@@ -34,9 +34,9 @@ _GPU_KIND = {
     "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,
     "gpu_memset": MEMSET, "Memset": MEMSET,
 }
-_OP, _RUNTIME, _GPU, _PYFRAME, _SYNC, _INSTANT = range(6)
+_OP, _RUNTIME, _GPU, _PYFRAME, _SYNC, _INSTANT, _ANNOTATION = range(7)
 _CATEGORY = {
-    "cpu_op": _OP, "user_annotation": _OP, "Operator": _OP,
+    "cpu_op": _OP, "user_annotation": _ANNOTATION, "Operator": _OP,
     "cuda_runtime": _RUNTIME, "cuda_driver": _RUNTIME, "Runtime": _RUNTIME,
     "python_function": _PYFRAME,
     "cuda_sync": _SYNC,
@@ -239,6 +239,7 @@ class TraceModel:
     collectives: dict[int, CollectiveArgs] = field(default_factory=dict)  # by the kernel's correlation id
     meta_settings: dict = field(default_factory=dict)  # the profiler settings among the top-level keys
     tracelint_record: dict | None = None  # the top-level "tracelint" key written by tracelint.profile
+    annotations: frozenset = frozenset()  # names of the ops that are user_annotation ranges (record_function)
     rank: int | None = None
     world_size: int | None = None
     base_time_ns: int | None = None
@@ -323,24 +324,26 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
     for part in parts[1:]:
         for kept, more in zip(lists, part, strict=True):
             kept += more
-    steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, skipped = lists
+    steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, annotations, skipped = lists
     model = TraceModel()
     meta = meta_source() if meta_source else {}
     _read_meta(model, meta if isinstance(meta, dict) else {})
     model.skipped_events = sum(skipped)
     _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory)
     model.collectives = {c[0]: CollectiveArgs(*c[1:]) for c in comms if c[0] is not None}
+    model.annotations = frozenset(annotations)
     return model
 
 
 def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     """The records of a stream of event chunks, as plain tuples in the field order of the record types (cheap to
     build and to pickle between processes; ``_finish`` makes them records): steps, ops, runtime calls, raw GPU
-    events, syncs, frames, memory samples, the collective args of communication kernels (``_collective_args``),
-    and a one-item list holding the number of skipped events."""
+    events, syncs, frames, memory samples, the collective args of communication kernels (``_collective_args``), the
+    names of annotation ops, and a one-item list holding the number of skipped events."""
     names: dict[str, str] = {}
     intern = names.setdefault
     ops, runtime, gpu_raw, syncs, frames, memory, steps, comms = ([] for _ in range(8))
+    annotations: set[str] = set()
     stacks: dict[object, str | None] = {}  # "Call stack" arg -> its innermost user frame
 
     def stack_of(call_stack) -> str | None:
@@ -357,7 +360,7 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                 return 0 if kind == _INSTANT else 1
             ts = float(ts)
             name = e.get("name") or ""
-            if kind == _OP:
+            if kind == _OP or kind == _ANNOTATION:
                 end = ts + float(e.get("dur") or 0.0)
                 args = e.get("args") or _EMPTY
                 stack = stack_of(args["Call stack"]) if "Call stack" in args else None
@@ -366,6 +369,8 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                     steps.append((int(m.group(1)), e.get("tid"), ts, end))
                 else:
                     ops.append((intern(name, name), e.get("tid"), ts, end, stack))
+                    if kind == _ANNOTATION:
+                        annotations.add(name)
             elif kind == _RUNTIME:
                 args = e.get("args") or _EMPTY
                 runtime.append((intern(name, name), e.get("tid"), ts, ts + float(e.get("dur") or 0.0),
@@ -417,10 +422,12 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                     if user is not None:
                         add_frame((e["tid"], ts, ts + e["dur"], *user))
                     continue
-                if kind == _OP:
+                if kind == _OP or kind == _ANNOTATION:
                     name = e["name"]
                     if name.startswith("ProfilerStep#"):
                         raise _Slow
+                    if kind == _ANNOTATION:
+                        annotations.add(name)
                     args = e["args"]
                     if "Call stack" in args:
                         ts = e["ts"] + 0.0
@@ -459,7 +466,7 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     gpu_raw.sort(key=itemgetter(4))
     frames.sort(key=itemgetter(1))
     memory.sort(key=itemgetter(0))
-    return steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, [skipped]
+    return steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, sorted(annotations), [skipped]
 
 
 def _read_meta(model: TraceModel, meta: dict) -> None:

@@ -47,6 +47,8 @@ UNKNOWN = "unknown"
 
 _HOST_CAUSES = {
     "host_sync": "the host waits in device synchronizations (.item(), .cpu(), synchronize)",
+    "allocator": "the caching allocator gives memory back to the driver (cudaFree synchronizes the device)",
+    "autotune": "cuDNN/MIOpen search convolution algorithms (cudnn.benchmark warm-up)",
     "launch_overhead": "the host is busy running ops and launching kernels (launch/Python overhead)",
     "other": "the launching thread runs no profiled op (un-profiled Python or waiting)",
     "short_gap": "the gaps are shorter than {gap} µs each, between many small kernels",
