@@ -183,3 +183,47 @@ def test_recorded_settings_and_measured_cost_in_a_synthetic_trace():
             under_limit.kernel(TINY, gpu_us=40, op="aten::add", host_us=90)
     report = analyze(under_limit)  # 63 ms profiled against 60 ms: the profiler cost little, the trace is right
     assert report.verdict == "cpu-bound" and "TL003" not in _codes(report)
+
+
+# ---- idle causes that say what happened --------------------------------------------------------------------------
+
+
+def _gap_causes(build) -> dict:
+    trace = TraceBuilder().device_properties()
+    for _ in trace.steps(3):
+        build(trace)
+    m = analyze(trace).metrics
+    return {cause: M.IDLE_PCT[cause].of(m) for cause in M.IDLE_CAUSES}
+
+
+def test_python_inside_an_annotation_is_not_launch_overhead():
+    def step(trace):
+        with trace.span("Optimizer.step#AdamW.step"):  # a record_function range: Python between its ops
+            for _ in range(5):
+                trace.kernel(TINY, gpu_us=5, op="aten::add", host_us=10)
+                trace.idle(200)
+
+    causes = _gap_causes(step)
+    assert causes["other"] > 80 and causes["launch_overhead"] < 20
+
+
+def test_the_allocator_giving_memory_back_is_its_own_cause():
+    def step(trace):
+        trace.kernel(TINY, gpu_us=200, op="aten::add")
+        end = trace.now + 500  # cudaFree waits for the GPU, then returns the block to the driver
+        trace.runtime("cudaFree", trace.now, end - trace.now)
+        trace.now = end + 300
+        trace.kernel(TINY, gpu_us=200, op="aten::add")
+
+    causes = _gap_causes(step)
+    assert causes["allocator"] > 90
+
+
+def test_convolution_algorithm_search_is_its_own_cause():
+    def step(trace):
+        trace.kernel(TINY, gpu_us=200, op="aten::add")
+        trace.cpu("cudnnFindConvolutionForwardAlgorithmEx", 800)
+        trace.kernel(TINY, gpu_us=200, op="aten::cudnn_convolution")
+
+    causes = _gap_causes(step)
+    assert causes["autotune"] > 90
