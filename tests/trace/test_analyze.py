@@ -116,7 +116,8 @@ def test_fixture_idle_causes(fixture_traces):
     launch = metrics("launch_bound")
     # the host launching (ops and launch calls), and the Python between them inside Optimizer.step#AdamW.step: a
     # record_function range only encloses other code, so its own time is un-profiled Python ("other")
-    assert launch["idle_launch_overhead_pct"] > 60 and launch["idle_launch_overhead_pct"] + launch["idle_other_pct"] > 95
+    assert launch["idle_launch_overhead_pct"] > 60
+    assert launch["idle_launch_overhead_pct"] + launch["idle_other_pct"] > 95
     loader = metrics("dataloader_main_process")
     assert loader["idle_data_wait_pct"] > 70 and loader["breakdown_data_pct"] > 50
     assert metrics("pageable_copies")["h2d_pageable_bytes"] > 0
