@@ -227,3 +227,43 @@ def test_convolution_algorithm_search_is_its_own_cause():
 
     causes = _gap_causes(step)
     assert causes["autotune"] > 90
+
+
+# ---- transformer kernels -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "attention"), [
+    ("gpt_eager_bf16", ("cudnn_generated_fort_native_sdpa", "cudnn::fusion::")),  # cuDNN SDPA and its helpers
+    ("gpt_fp32", ("fmha_cutlass",)),  # memory-efficient attention
+])
+def test_attention_share_matches_the_kernel_names(fixture_traces, name, attention):
+    """attention_pct against the SDPA kernels picked out by name in the raw trace (launched in the steps)."""
+    raw = _raw(fixture_traces, name)["traceEvents"]
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in raw if e.get("cat") == "user_annotation"
+             and re.fullmatch(r"ProfilerStep#\d+", e["name"])]
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                 and "correlation" in e.get("args", {})}
+    kernels = [e for e in raw if e.get("cat") == "kernel"
+               and any(s <= launch_ts.get(e["args"]["correlation"], -1) <= t for s, t in steps)]
+    total = sum(k["dur"] for k in kernels)
+    fused = sum(k["dur"] for k in kernels if any(token in k["name"] for token in attention))
+    m = _report(fixture_traces, name).metrics
+    assert M.ATTENTION_PCT.of(m) == pytest.approx(100 * fused / total, abs=0.01)
+    assert "TL402" not in _codes(_report(fixture_traces, name))
+
+
+def test_fusion_shrinks_the_memory_bound_share(fixture_traces):
+    eager = M.MEMORY_BOUND_KERNEL_PCT.of(_report(fixture_traces, "gpt_eager_bf16").metrics)
+    compiled = M.MEMORY_BOUND_KERNEL_PCT.of(_report(fixture_traces, "gpt_compiled").metrics)
+    assert 30 < compiled < eager < 70  # Inductor fuses the elementwise and normalization kernels
+
+
+def test_a_loss_log_softmax_is_not_attention():
+    trace = TraceBuilder().device_properties()
+    for _ in trace.steps(3):
+        for _ in range(12):
+            trace.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas", gpu_us=300)
+        for _ in range(4):  # cross-entropy: log_softmax forward and backward, named like any softmax kernel
+            trace.kernel("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>",
+                         gpu_us=50, op="aten::_log_softmax")
+    assert "TL402" not in _codes(analyze(trace))

@@ -159,6 +159,15 @@ MATMUL_TENSOR_CORE_PCT = _declare(
 FP32_MATMUL_OFF_TC_PCT = _declare(
     "fp32_matmul_off_tc_pct", "pct", "lower",
     "Plain-fp32 CUDA-core (FFMA/SIMT) part of matmul_time_us, in percent.")
+ATTENTION_PCT = _declare(
+    "attention_pct", "pct", None,
+    "Time of the fused attention kernels (FlashAttention, memory-efficient, cuDNN SDPA, …: op attention of "
+    "tracelint.trace.kernels.classify_kernel), as a percent of all kernel time.")
+MEMORY_BOUND_KERNEL_PCT = _declare(
+    "memory_bound_kernel_pct", "pct", "lower",
+    "Time of the memory-bound kernels (elementwise, copies and casts, reductions, normalizations, softmax, Triton "
+    "pointwise/reduction fusions: KernelClass.memory_bound), as a percent of all kernel time: work that fusion "
+    "(torch.compile, fused kernels) shrinks.")
 STEPS = _declare("steps", "count", None, "Number of ProfilerStep spans (1 for a trace without steps).")
 STEP_CPU_US_MEAN = _declare("step_cpu_us_mean", "us", "lower", "Mean CPU span of a ProfilerStep.")
 STEP_GPU_SPAN_US_MEAN = _declare(

@@ -418,15 +418,19 @@ def _copy_metrics(m: dict, launched: list[GpuEvent], window, busy: float, n_wind
 
 
 def _kernel_metrics(analysis: TraceAnalysis, launched: list[GpuEvent], n_windows: int) -> None:
-    from tracelint.trace.kernels import CONV, MATMUL
+    from tracelint.trace.kernels import ATTENTION, CONV, MATMUL
 
     m = analysis.metrics
     kernels = [g for g in launched if g.kind == KERNEL]
-    total = tc = mm = mm_tc = mm_fp32 = 0.0
+    total = tc = mm = mm_tc = mm_fp32 = attention = memory = 0.0
     for k in kernels:
         d = k.end - k.start
         kc = analysis.kernel_class(k.name)
         total += d
+        if kc.op == ATTENTION:
+            attention += d
+        elif kc.memory_bound:
+            memory += d
         if kc.tensor_core:
             tc += d
         if kc.op in (MATMUL, CONV):
@@ -445,6 +449,8 @@ def _kernel_metrics(analysis: TraceAnalysis, launched: list[GpuEvent], n_windows
     m["matmul_time_us"] = _r(mm)
     m["matmul_tensor_core_pct"] = _pct(mm_tc, mm)
     m["fp32_matmul_off_tc_pct"] = _pct(mm_fp32, mm)
+    m["attention_pct"] = _pct(attention, total)
+    m["memory_bound_kernel_pct"] = _pct(memory, total)
 
 
 def _step_stats(model: TraceModel, launched: list[GpuEvent], device: int | None) -> list[StepStats]:

@@ -1,6 +1,9 @@
-"""Precision and Tensor Cores: fp32 matmul/conv time on the CUDA cores of a GPU that has Tensor Cores (TL401)."""
+"""Precision and Tensor Cores: fp32 matmul/conv time on the CUDA cores of a GPU that has Tensor Cores (TL401), and
+attention computed by separate matmul and softmax kernels instead of a fused Tensor Core kernel (TL402)."""
 from __future__ import annotations
 
+import re
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -60,3 +63,67 @@ class Fp32MatmulOffTensorCores(TraceRule):
             loc = replace(loc, source=analysis.source_at(first.launch.tid, first.launch.start))
         yield finding(self, message, loc, fp32_off_tc_pct_of_window=round(share, 2),
                       fp32_off_tc_us_per_step=round(total / n_steps, 1), kernels=len(per_name))
+
+
+_LOG_SOFTMAX = re.compile(r"log_?soft_?max", re.I)
+# softmax_warp_forward<input_t, output_t, acc_t, log2_elements, is_log_softmax, ...>: the fifth argument
+_WARP_LOG = re.compile(r"softmax_warp_(?:forward|backward)<[^<>,]+,[^<>,]+,[^<>,]+,\s*\d+,\s*true")
+
+
+def _is_log_softmax(analysis: TraceAnalysis, kernel) -> bool:
+    """A log_softmax (a loss's cross-entropy): by the op that launched it (aten::_log_softmax*), else by its name."""
+    if _LOG_SOFTMAX.search(kernel.name) or _WARP_LOG.search(kernel.name):
+        return True
+    launch = kernel.launch
+    if launch is None:
+        return False
+    starts, ops = analysis.model.ops_on(launch.tid)
+    i = bisect_right(starts, launch.start) - 1
+    for op in ops[max(0, i - 200): i + 1]:
+        if op.end >= launch.start and "softmax" in op.name and _LOG_SOFTMAX.search(op.name):
+            return True
+    return False
+
+
+class UnfusedAttention(TraceRule):
+    """Attention on the math path: softmax kernels between batched matmuls every step, and no fused attention
+    kernel anywhere in the steps."""
+
+    code = "TL402"
+
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
+        from tracelint.trace.kernels import MATMUL, SOFTMAX
+
+        m = analysis.metrics
+        total = M.KERNEL_TIME_US.of(m)
+        if not analysis.has_steps or not total or (M.ATTENTION_PCT.of(m) or 0.0) > 0:
+            return
+        softmax: list = []
+        matmul_us = 0.0
+        for g in analysis.gpu_events:
+            if g.kind != KERNEL or g.step is None:
+                continue
+            kc = analysis.kernel_class(g.name)
+            if kc.op == SOFTMAX and not _is_log_softmax(analysis, g):  # a loss's log_softmax is not attention
+                softmax.append(g)
+            elif kc.op == MATMUL:
+                matmul_us += g.end - g.start
+        steps = len(analysis.model.steps)
+        per_step = len(softmax) / steps
+        if per_step < config.threshold("unfused-attention-min-softmax-per-step") or not matmul_us:
+            return
+        softmax_us = sum(g.end - g.start for g in softmax)
+        share = 100.0 * softmax_us / total
+        if share < config.threshold("unfused-attention-min-softmax-pct"):
+            return
+        message = (f"attention runs on the unfused math path: {per_step:.0f} softmax kernels per step between batched "
+                   f"matmuls ({pct(share)} of kernel time in softmax alone, {ms(softmax_us / steps)} per step) and no "
+                   "fused attention kernel; use torch.nn.functional.scaled_dot_product_attention (FlashAttention, "
+                   "memory-efficient or cuDNN kernels: the score matrix never goes to memory)")
+        first = softmax[0]
+        launch = first.launch
+        loc = analysis.location(step=first.step, start=launch.start if launch else first.start,
+                                end=launch.end if launch else first.end, event=first.name,
+                                tid=launch.tid if launch else None)
+        yield finding(self, message, loc, softmax_per_step=round(per_step, 1),
+                      softmax_pct_of_kernel_time=round(share, 2), softmax_us_per_step=round(softmax_us / steps, 1))
