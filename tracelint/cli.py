@@ -1,6 +1,12 @@
-"""The command line: parses options and calls the library. Exit codes: 0 clean, 1 findings, 2 error."""
+"""The command line: parses options and calls the library. Exit codes: 0 clean, 1 findings, 2 error.
+
+Every line it writes to stderr (errors, notes, usage errors) goes through ``say``: text from traces, file names and
+config files in it is escaped for the terminal, and no line starts a GitHub Actions workflow command
+(tracelint.render._escape.log_line); the report on stdout is escaped by its format.
+"""
 from __future__ import annotations
 
+import io
 import os
 import sys
 from pathlib import Path
@@ -18,6 +24,7 @@ from tracelint.engine import (
 from tracelint.engine.config import selectors, threshold_items
 from tracelint.engine.result import EXIT_ERROR, RunResult
 from tracelint.render import formats
+from tracelint.render._escape import log_line, terminal
 
 FORMATS = formats()
 
@@ -153,9 +160,15 @@ def emit(result: RunResult, fmt: str, output: str | None) -> None:
     elif text:
         click.echo(text, nl=not text.endswith("\n"))
     for skipped in result.skipped:
-        click.echo(f"note: skipped {skipped}", err=True)
+        say(f"note: skipped {skipped}")
     for error in result.errors:
-        click.echo(f"error: {error}", err=True)
+        say(f"error: {error}")
+
+
+def say(line: str) -> None:
+    """One line on stderr, escaped: a trace's keys or a file's name cannot color the terminal, start a line of their
+    own or forge a workflow command in a CI log."""
+    click.echo(log_line(line), err=True)
 
 
 def progress_enabled() -> bool:
@@ -282,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
 def _leave(code: object) -> None:
     status = 0 if code is None else code if isinstance(code, int) else EXIT_ERROR
     if isinstance(code, str):
-        print(code, file=sys.stderr)
+        print(log_line(code), file=sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -297,10 +310,10 @@ def _main(argv: list[str] | None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        _show(exc)
         sys.exit(EXIT_ERROR)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        say("aborted")
         sys.exit(EXIT_ERROR)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -309,7 +322,17 @@ def _main(argv: list[str] | None) -> None:
     except SystemExit:
         raise
     except Exception as exc:  # an internal error: one line, exit 2, never 1
-        click.echo(f"tracelint: internal error: {type(exc).__name__}: {exc}", err=True)
+        say(f"tracelint: internal error: {type(exc).__name__}: {exc}")
         if os.environ.get("TRACELINT_DEBUG"):
             raise
         sys.exit(EXIT_ERROR)
+
+
+def _show(exc: click.ClickException) -> None:
+    """click's report of a usage error (usage, hint, ``Error: message``), its message escaped as one line (it may
+    quote a config file or an argument) and each line through ``say``."""
+    exc.message = terminal(exc.message)
+    buffer = io.StringIO()
+    exc.show(file=buffer)
+    for line in buffer.getvalue().splitlines():
+        say(line)

@@ -1,6 +1,7 @@
 """What the output formats share: JSON encoding, report paths, and where a file-based report pins a finding.
 
-Not a format itself (the leading underscore keeps it out of ``tracelint.render.formats()``).
+Not a format itself (the leading underscore keeps it out of ``tracelint.render.formats()``). How text from traces and
+source files is escaped for each format is ``tracelint.render._escape``.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -17,12 +18,21 @@ import orjson
 
 from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
 from tracelint.engine.result import TraceSummary
+from tracelint.render._escape import MAX_SAFE_INT, json_safe, json_text, map_strings
 
 
 def dumps(obj: object, *, indent: bool = True) -> str:
-    """JSON text. orjson writes NaN and ±inf as null; unknown objects (enums, paths, numpy scalars) as their str."""
+    """JSON text that every parser reads back exactly, whatever a trace or a file name held. orjson writes NaN and
+    ±inf as null; unknown objects (enums, paths, numpy scalars) as their str. Integers beyond ±(2**53 − 1) become
+    decimal strings and lone surrogates (undecodable bytes of a file name) U+FFFD (``_escape.json_safe``, only when
+    the fast path meets one); DEL, C1 and bidi controls and ``##[`` are written as ``\\uXXXX`` escapes
+    (``_escape.json_text``)."""
     option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
-    return orjson.dumps(obj, default=_fallback, option=option).decode()
+    try:  # strict integers: orjson refuses what needs json_safe (big integers, surrogates) instead of writing it
+        data = orjson.dumps(obj, default=_fallback, option=option | orjson.OPT_STRICT_INTEGER)
+    except orjson.JSONEncodeError:
+        data = orjson.dumps(json_safe(obj, _fallback), default=_fallback, option=option)
+    return json_text(data)
 
 
 def _fallback(value: object) -> object:
@@ -78,8 +88,12 @@ def anchor(finding: Finding) -> Anchor:
         # A notebook line counts within its cell, not within the .ipynb file: pin the file, say the cell in words.
         cell = f"cell {src.cell}, line {src.line}"
         return Anchor(report_path(src.path), 1, where=f"{cell}; {where}" if where else cell)
+    if not is_line(src.line):  # a trace's stack can say anything: a line no file has is no place to pin
+        return Anchor(report_path(src.path), 1, where=where)
     line = max(src.line, 1)
     if isinstance(finding.location, SourceLocation):
+        if not (is_line(src.column + 1) and is_line(src.end_line or 1) and is_line((src.end_column or 0) + 1)):
+            return Anchor(report_path(src.path), line, where=where)
         column = src.column + 1
         end_line = max(src.end_line or line, line)
         end_column = src.end_column + 1 if src.end_column is not None else None
@@ -88,6 +102,11 @@ def anchor(finding: Finding) -> Anchor:
         return Anchor(report_path(src.path), line, column, end_line, end_column, where)
     # A trace stack gives a line only; its column 0 is "unknown", not "the first character".
     return Anchor(report_path(src.path), line, where=where)
+
+
+def is_line(n: object) -> bool:
+    """A line or column number a report can carry as an integer (SARIF and GitLab require one)."""
+    return isinstance(n, int) and -MAX_SAFE_INT <= n <= MAX_SAFE_INT
 
 
 def trace_context(loc: TraceLocation) -> str:
@@ -161,8 +180,23 @@ def unique_fingerprints(findings: Iterable[Finding]) -> list[str]:
     seen: Counter[str] = Counter()
     out = []
     for finding in findings:
-        base = finding.fingerprint()
+        base = fingerprint(finding)
         n = seen[base]
         seen[base] += 1
         out.append(base if n == 0 else hashlib.sha256(f"{base}\0{n}".encode()).hexdigest()[:16])
     return out
+
+
+def fingerprint(finding: Finding) -> str:
+    """``Finding.fingerprint``, also for a finding whose path or message holds a file name's undecodable bytes
+    (lone surrogates, which it cannot encode): those are hashed as their ``\\udcff`` escapes, which keeps names
+    that differ only in such bytes apart."""
+    try:
+        return finding.fingerprint()
+    except UnicodeEncodeError:
+        return replace(finding, location=map_strings(finding.location, _encodable),
+                       message=_encodable(finding.message)).fingerprint()
+
+
+def _encodable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -3,8 +3,10 @@
 ``::warning file=train.py,line=12,col=5,endLine=12,endColumn=17,title=TL101 item-in-loop::message``; severity
 error → ``::error``, warning → ``::warning``, info → ``::notice``. Values are escaped as the Actions toolkit
 escapes them (``%`` → ``%25``, CR → ``%0D``, LF → ``%0A``; in properties also ``:`` → ``%3A`` and ``,`` → ``%2C``)
-so a message cannot end the command early or inject another. A trace finding is annotated at its source line when
-the trace's Python stack gives one, else at the trace file. Each trace's verdict becomes a notice and each
+so a message cannot end the command early or inject another; other control characters (ANSI escapes, NUL, DEL,
+C1), bidi controls and a file name's undecodable bytes are shown as escapes first (``\\x1b``, ``\\u202e``,
+``\\xff``: tracelint.render._escape.terminal), as in the text format. A trace finding is annotated at its source
+line when the trace's Python stack gives one, else at the trace file. Each trace's verdict becomes a notice and each
 unreadable input an error, so that a CI log shows them where people look. A finding ``tracelint verify`` measured
 says so in its message: ``...; verify: confirmed, 1.43× (10.10 → 7.05 ms/step)``.
 """
@@ -14,12 +16,15 @@ from tracelint.engine.catalog import rule_name
 from tracelint.engine.finding import Finding, Severity
 from tracelint.engine.result import RunResult
 from tracelint.render._common import anchor, measured_message, report_path, verdict_line
+from tracelint.render._escape import terminal
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
 
 def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """A command's message: CR and LF as the toolkit escapes them (GitHub shows them as line breaks), every other
+    control character as a visible escape."""
+    return terminal(text, keep="\r\n").replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def escape_property(text: str) -> str:

@@ -6,12 +6,16 @@ blocker) and ``location.path`` with ``location.lines.begin``. Paths are relative
 from the repository root). A trace finding sits at its source line when the trace's stack gives one, else at
 line 1 of the trace file. Unreadable inputs have no place in this format; the CLI reports them on stderr. A finding
 ``tracelint verify`` measured carries the measurement in its description (``...; verify: confirmed, 1.43× ...``).
+The description, which GitLab shows to people, has its control characters, ANSI escapes and bidi controls shown as
+escapes (``\\x1b``, ``\\u202e``), as in the text format; the report stays valid JSON whatever a trace or a file
+name holds (see the JSON format and tracelint.render._escape).
 """
 from __future__ import annotations
 
 from tracelint.engine.finding import Severity
 from tracelint.engine.result import RunResult
 from tracelint.render._common import anchor, dumps, measured_message, unique_fingerprints
+from tracelint.render._escape import terminal
 
 SEVERITY = {Severity.INFO: "info", Severity.WARNING: "major", Severity.ERROR: "critical"}
 
@@ -22,7 +26,7 @@ def render(result: RunResult) -> str:
         at = anchor(finding)
         issues.append({
             "type": "issue",
-            "description": f"{finding.code} {measured_message(finding, at.where)}",
+            "description": terminal(f"{finding.code} {measured_message(finding, at.where)}"),
             "check_name": finding.code,
             "categories": ["Performance"],
             "fingerprint": fingerprint,

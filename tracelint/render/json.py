@@ -4,6 +4,11 @@ Version 1. Every key below is always present; a value that does not apply is ``n
 (NaN, ±inf, which traces do contain) are written as ``null``. New keys may be added within version 1; a key is
 never removed or changed in meaning without raising ``version``.
 
+Whatever a trace or a file name holds, the report is valid JSON that every parser reads back exactly: an integer
+beyond ±(2**53 − 1) (a device id or rank a trace made up, in metrics, details or locations) is written as its
+decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 and bidi control characters are
+``\\uXXXX`` escapes (tracelint.render._escape).
+
 ::
 
     {
@@ -54,7 +59,7 @@ from __future__ import annotations
 from tracelint.engine.catalog import rule_name
 from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
 from tracelint.engine.result import RunResult
-from tracelint.render._common import dumps, trace_fields, trace_summary_dict
+from tracelint.render._common import dumps, fingerprint, trace_fields, trace_summary_dict
 
 VERSION = 1
 
@@ -94,7 +99,7 @@ def finding_dict(finding: Finding) -> dict:
         "end_line": span.end_line if span else None,
         "end_column": span.end_column + 1 if span and span.end_column is not None else None,
         "cell": span.cell if span else None,
-        "fingerprint": finding.fingerprint(),
+        "fingerprint": fingerprint(finding),
         "fix": {"title": finding.fix.title, "safe": finding.fix.safe} if finding.fix else None,
         "source": {"path": trace_src.path, "line": trace_src.line} if trace_src else None,
         "trace": trace_fields(loc) if isinstance(loc, TraceLocation) else None,

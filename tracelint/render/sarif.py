@@ -6,7 +6,8 @@ What GitHub requires, and where it comes from here:
   file; text: its summary), ``defaultConfiguration.level`` and ``properties`` (tags, ``problem.severity``);
 - each result: ``ruleId``, ``ruleIndex`` (into ``rules``), ``level``, ``message.text``, ``partialFingerprints`` and
   exactly one location: ``physicalLocation.artifactLocation.uri`` (relative to the working directory, forward
-  slashes, percent-encoded) and ``region.startLine`` (≥ 1), with 1-based columns where the span is known.
+  slashes, percent-encoded: a file name's bytes that are not UTF-8 as themselves, ``bad%FF.py``) and
+  ``region.startLine`` (≥ 1), with 1-based columns where the span is known.
 
 GitHub rejects a result without a location, and a trace finding is not a place in a source file. So a trace
 finding is pinned to the source line its Python stack gives when the trace has one (``with_stack=True``), and
@@ -18,6 +19,12 @@ Unreadable inputs become ``invocations[0].toolExecutionNotifications`` (and ``ex
 trace verdicts and metrics ride along in ``runs[0].properties.traces`` (the JSON format's ``traces`` entries), and a
 ``tracelint verify`` report's targets in ``runs[0].properties.verify`` (its ``verify`` entries; each measured
 result also carries ``properties.verification``).
+
+Text from traces and files is data. Messages, which code scanning shows to people, have their control characters,
+ANSI escapes and bidi controls shown as escapes (``\\x1b``, ``\\u202e``, ``\\xff`` for a file name's undecodable
+byte), as in the text format; the log stays valid JSON and SARIF whatever the rest holds (integers beyond
+±(2**53 − 1) in properties as decimal strings, undecodable bytes as U+FFFD; see the JSON format and
+tracelint.render._escape).
 """
 from __future__ import annotations
 
@@ -34,11 +41,13 @@ from tracelint.render._common import (
     anchor,
     anchored_message,
     dumps,
+    is_line,
     report_path,
     trace_fields,
     trace_summary_dict,
     unique_fingerprints,
 )
+from tracelint.render._escape import terminal, utf8_bytes, valid_unicode
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {Severity.INFO: "note", Severity.WARNING: "warning", Severity.ERROR: "error"}
@@ -105,7 +114,7 @@ def _result(finding: Finding, rule_index: int, fingerprint: str) -> dict:
         "ruleId": finding.code,
         "ruleIndex": rule_index,
         "level": LEVEL[finding.severity],
-        "message": {"text": anchored_message(finding, at.where)},
+        "message": {"text": terminal(anchored_message(finding, at.where))},
         "locations": [{"physicalLocation": _physical(at)}],
         "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
     }
@@ -130,18 +139,22 @@ def _physical(at: Anchor) -> dict:
 
 @lru_cache(maxsize=4096)
 def artifact_uri(path: str) -> str:
-    """A relative URI reference for a path inside the working directory; a file: URI for one outside it."""
+    """A relative URI reference for a path inside the working directory; a file: URI for one outside it. Both
+    percent-encode the bytes of the name (undecodable ones as themselves)."""
     if Path(path).is_absolute():
-        return Path(path).as_uri()
-    return quote(path)
+        try:
+            return Path(path).as_uri()
+        except UnicodeEncodeError:  # a lone surrogate that is no file name's byte
+            return Path(valid_unicode(path)).as_uri()
+    return quote(utf8_bytes(path))
 
 
 def _invocation(errors: list[InputError]) -> dict:
     notes = []
     for error in errors:
         location: dict = {"artifactLocation": {"uri": artifact_uri(report_path(error.path))}}
-        if error.line:
+        if error.line and is_line(error.line) and error.line >= 1:
             location["region"] = {"startLine": error.line}
-        notes.append({"level": "error", "message": {"text": error.message},
+        notes.append({"level": "error", "message": {"text": terminal(error.message)},
                       "locations": [{"physicalLocation": location}]})
     return {"executionSuccessful": not errors, "toolExecutionNotifications": notes}

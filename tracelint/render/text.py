@@ -8,6 +8,11 @@ follow as ``path:line:col: TL101 [*] message`` (``[*]``: a safe fix exists; colu
 ``nb.ipynb:cell 3:4:5:``), and a last line counts them. Color only when stdout is a terminal and NO_COLOR is unset.
 A ``tracelint verify`` result is one block per target instead: the baseline, a table of the measured fixes, and a
 legend of the statuses.
+
+Text from traces and source files (paths, messages, event names, metric names and values) is data: control
+characters, ANSI escapes and bidi controls in it are shown as escapes (``\\x1b``, ``\\n``, ``\\u202e``), so that
+they neither reach the terminal nor start a line, and no line of the report starts a GitHub Actions workflow command
+(tracelint.render._escape). The color codes are tracelint's own, added after.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import statistics
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,6 +32,7 @@ from tracelint.engine.metrics import GPU_BUSY_PCT, IDLE_CAUSES, registry
 from tracelint.engine.metrics import unit as metric_unit
 from tracelint.engine.result import RunResult, TraceSummary
 from tracelint.render._common import is_rank_summary, trace_context, verdict_line
+from tracelint.render._escape import map_strings, no_commands, terminal
 
 _PAIRED_ABOVE = 6  # metrics beyond this count are laid out two per row
 
@@ -58,7 +65,7 @@ def format_metric(key: str, value: object) -> str:
         return _sig3(number)
     if isinstance(value, (list, tuple)):
         return ", ".join(format_metric(key, v) for v in value)
-    return str(value)
+    return terminal(str(value))
 
 
 def format_bytes(n: float) -> str:
@@ -188,8 +195,34 @@ class _Paint:
 
 def render(result: RunResult, *, color: bool | None = None) -> str:
     if result.verifications:
-        return "\n\n".join(verify_block(target) for target in result.verifications) + "\n"
-    paint = _Paint(color_wanted() if color is None else color)
+        # A failed run's stderr keeps its lines (each is indented under the run); all else is escaped.
+        targets = map_strings(result.verifications, lambda text: terminal(text, keep="\n"))
+        return no_commands("\n\n".join(verify_block(target) for target in targets) + "\n")
+    return no_commands(_report(_escaped(result), _Paint(color_wanted() if color is None else color)))
+
+
+def _escaped(result: RunResult) -> RunResult:
+    """``result`` with the text this format shows of it escaped for the terminal (``_escape.terminal``): the traces,
+    and each finding's location, message and details."""
+    return replace(result, findings=[_escaped_finding(f) for f in result.findings],
+                   traces=map_strings(result.traces, terminal))
+
+
+def _escaped_finding(finding: Finding) -> Finding:
+    loc = finding.location
+    shown = [finding.message, loc.path, *(k for k, _ in finding.details)]
+    if isinstance(loc, TraceLocation) and loc.source is not None:
+        shown.append(loc.source.path)
+    # The usual finding has nothing to escape: one test instead of a walk keeps a large report fast. (A detail's
+    # value is escaped where format_metric writes it.)
+    if all(isinstance(text, str) for text in shown) and "".join(shown).isprintable():
+        return finding
+    return replace(finding, location=map_strings(loc, terminal), message=terminal(finding.message),
+                   details=map_strings(finding.details, terminal))
+
+
+def _report(result: RunResult, paint: _Paint) -> str:
+    """The report of a result whose text is already escaped."""
     lines: list[str] = []
     placed: set[int] = set()
     # The analyzer adds one summary over the ranks of a job directory: it gives the headline, its ranks the blocks.

@@ -49,7 +49,9 @@ def on_trace_ready(dir_name: str | os.PathLike[str] = "./tracelint_traces", *, w
             _copy_with_key(src, dst, "tracelint", extra)
         plain.unlink()
         if print_verdict:
-            print(f"tracelint: {target.name}: {_verdict_line(target)}", file=stream or sys.stderr, flush=True)
+            from tracelint.render._escape import log_line
+
+            print(log_line(f"tracelint: {target.name}: {_verdict_line(target)}"), file=stream or sys.stderr, flush=True)
         return target
 
     return handler

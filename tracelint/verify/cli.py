@@ -14,7 +14,11 @@ from tracelint.engine.result import EXIT_CLEAN, EXIT_ERROR
 def _progress(enabled: bool | None):
     if enabled is None:
         enabled = progress_enabled()
-    return (lambda message: click.echo(f"tracelint verify: {message}", err=True)) if enabled else None
+    if not enabled:
+        return None
+    from tracelint.render._escape import log_line
+
+    return lambda message: click.echo(log_line(f"tracelint verify: {message}"), err=True)
 
 
 def _precision(value: str) -> list[str] | None:
@@ -88,7 +92,9 @@ def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, tim
                 click.echo("tracelint verify: no rule has a runnable example pair", err=True)
                 sys.exit(EXIT_ERROR)
     except EnvironmentProblem as exc:
-        click.echo(str(exc), err=True)
+        from tracelint.render._escape import log_line
+
+        click.echo(log_line(str(exc)), err=True)
         sys.exit(EXIT_ERROR)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
