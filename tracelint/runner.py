@@ -25,17 +25,21 @@ def run_paths(
     source_paths: list[Path] = []
     trace_paths: list[Path] = []
     for path in paths:
-        if not path.exists():
-            result.errors.append(InputError(str(path), "no such file or directory"))
-        elif mode == "source":
-            source_paths.append(path)
-        elif mode == "trace":
-            trace_paths.append(path)
-        elif path.is_file():
-            (trace_paths if is_trace_name(path) else source_paths).append(path)
-        else:
-            source_paths.append(path)
-            trace_paths.extend(traces_in(path, named_only=True, excluded=configure(None).excluded))
+        try:
+            if not path.exists():
+                result.errors.append(InputError(str(path), "no such file or directory"))
+            elif mode == "source":
+                source_paths.append(path)
+            elif mode == "trace":
+                trace_paths.append(path)
+            elif not path.is_dir():  # a file, or a FIFO / device file: the half its name says refuses it clearly
+                (trace_paths if is_trace_name(path) else source_paths).append(path)
+            else:
+                source_paths.append(path)
+                trace_paths.extend(traces_in(path, named_only=True, excluded=configure(None).excluded,
+                                             skipped=result.skipped))
+        except OSError as exc:  # a path that cannot even be looked at (a folder on the way not searchable)
+            result.errors.append(InputError(str(path), f"cannot read: {exc.strerror or exc}"))
 
     if source_paths:
         from tracelint.source import lint_paths
@@ -48,20 +52,28 @@ def run_paths(
                 cache[folder] = configure(find_config(folder))
             return cache[folder]
 
-        for item in lint_paths(source_paths, config_for=config_for, fix=fix, unsafe_fixes=unsafe_fixes,
-                               progress=progress):
-            _collect(result, item)
+        try:
+            for item in lint_paths(source_paths, config_for=config_for, fix=fix, unsafe_fixes=unsafe_fixes,
+                                   progress=progress):
+                _collect(result, item)
+        except Exception as exc:  # a bug the source half let out: an error of its inputs, and the traces still run
+            from tracelint.trace.analyze import internal_error
+
+            result.errors.append(internal_error(", ".join(map(str, source_paths)), exc, "linting"))
 
     if trace_paths:
-        from tracelint.trace.analyze import Report, analyze_paths
+        from tracelint.trace.analyze import Report, analyze_paths, internal_error
 
         config = configure(find_config(Path.cwd().resolve()))
-        for item in analyze_paths(trace_paths, config=config, progress=progress):
-            if isinstance(item, Report):
-                result.traces.extend(item.summaries)
-                result.findings.extend(item.findings)
-            else:
-                _collect(result, item)
+        try:
+            for item in analyze_paths(trace_paths, config=config, progress=progress):
+                if isinstance(item, Report):
+                    result.traces.extend(item.summaries)
+                    result.findings.extend(item.findings)
+                else:
+                    _collect(result, item)
+        except Exception as exc:  # analyze_paths turns each input's failure into its error; this is a last guard
+            result.errors.append(internal_error(", ".join(map(str, trace_paths)), exc))
 
     result.findings.sort(key=Finding.sort_key)
     return result

@@ -4,13 +4,14 @@ Source files take the nearest pyproject.toml that has a ``[tool.tracelint]`` tab
 traces take the one found from the working directory. Keys::
 
     [tool.tracelint]
-    select = ["TL1", "TL201"]          # code prefixes; default: every rule
+    select = ["TL1", "TL201"]          # code prefixes (or "TL1,TL201", as on the command line); default: all
     ignore = ["TL104"]
     per-file-ignores = { "tests/*" = ["TL101"] }
     severities = { TL101 = "error" }
     fail-on = "warning"                # info | warning | error
     exclude = [".git", ".venv", ...]   # replaces the default directory excludes
     extend-exclude = ["legacy/"]
+    file-time-limit = 20               # seconds one source file may take (then it is reported, not analysed)
 
     [tool.tracelint.trace]             # thresholds (tracelint.engine.thresholds; `tracelint thresholds`)
     min-gpu-busy-pct = 80
@@ -19,12 +20,14 @@ traces take the one found from the working directory. Keys::
 
 Codes and code prefixes are case-insensitive. A selector that matches no rule and a threshold key that is not
 declared are errors (ConfigError, exit 2 on the command line) naming the closest valid one: a CI gate that passes
-because of a typo is worse than none.
+because of a typo is worse than none. So is every value of the wrong type or shape, naming the file and the key.
 """
 from __future__ import annotations
 
 import difflib
 import fnmatch
+import math
+import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -47,6 +50,13 @@ class ConfigError(Exception):
     pass
 
 
+DEFAULT_FILE_TIME_LIMIT_S = 20.0  # tracelint.source.lint: the slowest real files take 10 to 16 s on a slow machine
+
+
+def _upper(codes: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(c.upper() for c in codes)
+
+
 @dataclass(frozen=True)
 class Config:
     root: Path = field(default_factory=Path.cwd)
@@ -57,6 +67,14 @@ class Config:
     fail_on: Severity = Severity.WARNING
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     trace_thresholds: tuple[tuple[str, float], ...] = ()
+    file_time_limit: float = DEFAULT_FILE_TIME_LIMIT_S  # seconds one source file may take
+
+    def __post_init__(self) -> None:
+        # Codes are case-insensitive however the Config was made (pyproject, command line or code).
+        object.__setattr__(self, "select", _upper(self.select))
+        object.__setattr__(self, "ignore", _upper(self.ignore))
+        object.__setattr__(self, "per_file_ignores", tuple((p, _upper(c)) for p, c in self.per_file_ignores))
+        object.__setattr__(self, "severities", tuple((c.upper(), s) for c, s in self.severities))
 
     def enabled(self, code: str) -> bool:
         if self.select and not any(code.startswith(p) for p in self.select):
@@ -64,10 +82,9 @@ class Config:
         return not any(code.startswith(p) for p in self.ignore)
 
     def ignored_for(self, path: str, code: str) -> bool:
-        try:
-            rel = PurePosixPath(Path(path).resolve().relative_to(self.root.resolve()).as_posix())
-        except ValueError:
-            rel = PurePosixPath(Path(path).as_posix())
+        if not self.per_file_ignores:
+            return False
+        rel = _relative(path, self.root)
         for pattern, codes in self.per_file_ignores:
             if (fnmatch.fnmatch(str(rel), pattern) or rel.match(pattern)) and any(code.startswith(c) for c in codes):
                 return True
@@ -94,12 +111,80 @@ class Config:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
+@lru_cache(maxsize=1024)
+def _relative(path: str, root: Path) -> PurePosixPath:
+    """``path`` relative to ``root`` where it lies below it (asked once per finding: cached)."""
+    try:
+        return PurePosixPath(Path(path).resolve().relative_to(root.resolve()).as_posix())
+    except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop
+        return PurePosixPath(Path(path).as_posix())
+
+
+def _kind(value: object) -> str:
+    """What a TOML value is, in words (for messages)."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return "a date or time"
+
+
 def _strings(value, key: str, where: Path) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where}: [tool.tracelint] {key} must be a list of strings")
+        what = _kind(value) if not isinstance(value, list) else \
+            "an array holding " + _kind(next(v for v in value if not isinstance(v, str)))
+        raise ConfigError(f"{where}: [tool.tracelint] {key} must be a list of strings, not {what}")
     return tuple(value)
+
+
+def _codes(value, key: str, where: Path) -> tuple[str, ...]:
+    """Codes as the command line takes them: a list of strings (or one), each possibly a comma list."""
+    out: list[str] = []
+    for item in _strings(value, key, where):
+        parts = [part for part in item.split(",") if part.strip()]
+        out.extend(parts or [""])  # nothing but commas or blanks: an empty code, which ``selectors`` refuses
+    return tuple(out)
+
+
+def _table(value, key: str, where: Path) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: [tool.tracelint] {key} must be a table, not {_kind(value)}")
+    return value
+
+
+def _severity(value, key: str, where: Path) -> Severity:
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: [tool.tracelint] {key} must be one of \"info\", \"warning\", \"error\", "
+                          f"not {_kind(value)}")
+    try:
+        return Severity.parse(value)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: [tool.tracelint] {key}: {exc}") from None
+
+
+def _number(value, key: str, where: str, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where} {key} must be a number, not {_kind(value)}")
+    number = float(value)
+    if not math.isfinite(number) or (positive and number <= 0):
+        raise ConfigError(f"{where} {key} must be a {'positive' if positive else 'finite'} number, not {value!r}")
+    return number
+
+
+def _pattern(pattern: str, where: Path) -> str:
+    try:
+        PurePosixPath("a/b.py").match(pattern)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: [tool.tracelint] per-file-ignores: pattern {pattern!r}: {exc}") from None
+    return pattern
 
 
 def selectors(values, where: str) -> tuple[str, ...]:
@@ -119,55 +204,85 @@ def selectors(values, where: str) -> tuple[str, ...]:
 
 
 def threshold_items(items, where: str) -> tuple[tuple[str, float], ...]:
-    """(key, value) pairs of declared threshold keys; ConfigError naming ``where`` for an unknown key."""
+    """(key, value) pairs of declared threshold keys; ConfigError naming ``where`` for an unknown key or a value
+    that is not a finite number."""
     out = []
     for key, value in items:
         message = unknown_key_message(key)
         if message is not None:
             raise ConfigError(f"{where}: {message}")
-        out.append((key, value))
+        out.append((key, _number(value, key, where)))
     return tuple(out)
 
 
+KNOWN_KEYS = ("select", "ignore", "per-file-ignores", "severities", "fail-on", "exclude", "extend-exclude", "trace",
+              "file-time-limit")
+
+
 def parse_config(table: dict, root: Path, where: Path) -> Config:
-    known = {"select", "ignore", "per-file-ignores", "severities", "fail-on", "exclude", "extend-exclude", "trace"}
-    unknown = set(table) - known
+    """The Config of a ``[tool.tracelint]`` table; every wrong key, type or value is a ConfigError naming ``where``
+    and the key."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [tool.tracelint] must be a table, not {_kind(table)}")
+    unknown = sorted(set(table) - set(KNOWN_KEYS))
     if unknown:
-        raise ConfigError(f"{where}: unknown [tool.tracelint] keys: {', '.join(sorted(unknown))}")
+        close = difflib.get_close_matches(unknown[0], KNOWN_KEYS, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(KNOWN_KEYS)})"
+        raise ConfigError(f"{where}: unknown [tool.tracelint] keys: {', '.join(unknown)}{hint}")
+    section = f"{where}: [tool.tracelint]"
     exclude = _strings(table.get("exclude", list(DEFAULT_EXCLUDE)), "exclude", where)
     exclude += _strings(table.get("extend-exclude", []), "extend-exclude", where)
-    try:
-        severities = tuple((k, Severity.parse(v)) for k, v in table.get("severities", {}).items())
-        fail_on = Severity.parse(table.get("fail-on", "warning"))
-        thresholds = tuple((k, float(v)) for k, v in table.get("trace", {}).items())
-        pfi_table = table.get("per-file-ignores", {})
-        pfi_items = list(pfi_table.items())
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    section = f"{where}: [tool.tracelint]"
-    thresholds = threshold_items(thresholds, f"{where}: [tool.tracelint.trace]")
+    severities = tuple((code, _severity(value, f"severities.{code}", where))
+                       for code, value in _table(table.get("severities", {}), "severities", where).items())
     severity_codes = selectors([k for k, _ in severities], f"{section} severities")
     severities = tuple(zip(severity_codes, (s for _, s in severities), strict=True))
-    pfi = tuple((pat, selectors(_strings(codes, "per-file-ignores", where), f"{section} per-file-ignores"))
-                for pat, codes in pfi_items)
+    fail_on = _severity(table.get("fail-on", "warning"), "fail-on", where)
+    trace = _table(table.get("trace", {}), "trace", where)
+    thresholds = threshold_items(trace.items(), f"{where}: [tool.tracelint.trace]")
+    pfi = tuple((_pattern(pattern, where), selectors(_codes(codes, f"per-file-ignores.{pattern!r}", where),
+                                                     f"{section} per-file-ignores"))
+                for pattern, codes in _table(table.get("per-file-ignores", {}), "per-file-ignores", where).items())
+    limit = table.get("file-time-limit", DEFAULT_FILE_TIME_LIMIT_S)
     return Config(
         root=root,
-        select=selectors(_strings(table.get("select", []), "select", where), f"{section} select"),
-        ignore=selectors(_strings(table.get("ignore", []), "ignore", where), f"{section} ignore"),
+        select=selectors(_codes(table.get("select", []), "select", where), f"{section} select"),
+        ignore=selectors(_codes(table.get("ignore", []), "ignore", where), f"{section} ignore"),
         per_file_ignores=pfi,
         severities=severities,
         fail_on=fail_on,
         exclude=exclude,
         trace_thresholds=thresholds,
+        file_time_limit=_number(limit, "file-time-limit", section, positive=True),
     )
 
 
-def load_config_file(path: Path) -> Config:
+def _read_toml(path: Path) -> dict:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    return parse_config(data.get("tool", {}).get("tracelint", {}), path.parent, path)
+        raise ConfigError(f"{path}: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read") from None
+
+
+def _tracelint_table(data: dict, path: Path) -> dict | None:
+    """The ``[tool.tracelint]`` table of a parsed pyproject.toml (None: there is none)."""
+    tool = data.get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table, not {_kind(tool)}")
+    return tool.get("tracelint")
+
+
+# A pyproject.toml that may configure tracelint: [tool.tracelint], [tool] tracelint = ..., tool.tracelint.x = ...
+_MENTIONS = re.compile(r"^[ \t]*(?:\[[ \t]*tool[ \t]*\.[ \t]*[\"']?tracelint\b|tool[ \t]*\.[ \t]*[\"']?tracelint\b"
+                       r"|[\"']?tracelint[\"']?[ \t]*[.=])", re.MULTILINE)
+
+
+def load_config_file(path: Path) -> Config:
+    table = _tracelint_table(_read_toml(path), path)
+    return parse_config({} if table is None else table, path.parent, path)
 
 
 @lru_cache(maxsize=256)
@@ -180,6 +295,8 @@ def find_config(directory: Path) -> Config:
                 text = candidate.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
                 continue
-            if "[tool.tracelint" in text:
-                return load_config_file(candidate)
+            if _MENTIONS.search(text):
+                table = _tracelint_table(_read_toml(candidate), candidate)
+                if table is not None:
+                    return parse_config(table, folder, candidate)
     return Config(root=directory)

@@ -11,14 +11,21 @@ from tracelint.source.context import FileContext, dotted_name, iter_descendants
 _UNSET = object()
 
 
+def evaluated(expr: cst.Integer | cst.Float | cst.SimpleString):
+    """libcst's ``evaluated_value`` (``ast.literal_eval`` of the token), or ``_UNSET`` where that raises: a string
+    holding a null byte, an integer of more than 4,300 digits (libcst parses files Python's parser rejects)."""
+    try:
+        return expr.evaluated_value
+    except (ValueError, SyntaxError, MemoryError, RecursionError, OverflowError):
+        return _UNSET
+
+
 def literal(expr: cst.BaseExpression | None):
     """The Python value of a simple literal (int, float, True/False/None, string), else ``_UNSET``."""
-    if isinstance(expr, cst.Integer | cst.Float):
-        return expr.evaluated_value
+    if isinstance(expr, cst.Integer | cst.Float | cst.SimpleString):
+        return evaluated(expr)
     if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
         return {"True": True, "False": False, "None": None}[expr.value]
-    if isinstance(expr, cst.SimpleString):
-        return expr.evaluated_value
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
         value = literal(expr.expression)
         return -value if isinstance(value, int | float) and not isinstance(value, bool) else _UNSET

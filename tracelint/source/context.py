@@ -235,9 +235,15 @@ class FileContext:
     # -- positions --------------------------------------------------------------------------------------------
     def position(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
-            # Positions cost a codegen pass over the whole file: only files that report anything pay for it.
-            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self._positions = wrapper.resolve(PositionProvider)
+            # Positions cost a codegen pass over the whole file: only files that report anything pay for it. The
+            # provider is run directly: through MetadataWrapper.resolve it also walks the whole tree once more for
+            # the batchable providers there are none of (a quarter of the time on a file with 17,000 findings).
+            provider = PositionProvider()
+            try:
+                provider._gen_impl(self.module)
+                self._positions = provider._computed
+            except AttributeError:  # another libcst's internals: the public way
+                self._positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
         return self._positions[node]
 
     def location(self, node: cst.CSTNode) -> SourceLocation:

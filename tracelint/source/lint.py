@@ -1,17 +1,40 @@
 """Linting one file: read, prefilter, parse once, run the enabled rules in one traversal, apply suppressions and
-config, and with ``fix`` apply fixes until none is left (re-parsing each result before it is written)."""
+config, and with ``fix`` apply fixes until none is left (re-parsing each result before it is written).
+
+Hostile input never stops the run (issue #11): a file is refused with a one-line InputError before libcst's native
+parser sees it when it is past one of the limits in screen.py (nesting, trailer chains, line length; file size in
+document.py) or too complex for Python's own parser, and no file takes longer than the per-file time limit:
+
+- A *calm* file (``screen.calm``: Python's parser took it, at most 256 kB, shallow) is analysed in this process
+  under a timer (``signal.setitimer`` on POSIX, main thread only, when no one else uses SIGALRM) that interrupts
+  the Python part (rules, positions, fixes); its native parse is short by construction.
+- Any other file (Python's parser rejected it, so libcst alone judges it; or it is large or deep) is analysed in a
+  forked child process that is killed at the limit; a child that dies (SIGSEGV in the native parser, say) costs
+  that file only. Forking costs a few milliseconds and most of a file's time in fresh memory, so calm files,
+  nearly all real ones, do not pay it.
+- Without fork (Windows) or with other threads running (fork would copy their locks), every file is analysed
+  in-process: the timer where it can be set, else no time limit.
+"""
 from __future__ import annotations
 
 import ast
+import os
+import pickle
+import signal
+import threading
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from tracelint.engine import Config, FileChecked, Finding, InputError, discover
 from tracelint.engine.catalog import catalog
 from tracelint.engine.suppress import is_suppressed
 from tracelint.source.document import DocumentError, NotebookDocument, PythonDocument, read_document
-from tracelint.source.fix import choose_fixes, write_atomic
-from tracelint.source.screen import may_report, sites
+from tracelint.source.fix import NotWritten, choose_fixes, write_atomic
+from tracelint.source.screen import calm, examine, hazard, may_report, sites
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -22,6 +45,12 @@ if TYPE_CHECKING:
 # pre-commit run on files that never mention torch, or that hold nothing a rule reports on, should not pay.
 
 MAX_FIX_PASSES = 5  # a fix may expose another; ruff iterates the same way
+# The per-file time limit's default (``file-time-limit`` in [tool.tracelint]). The slowest real files measured
+# (torch's 1.3 MB common_methods_invocations.py, sympy's 40 kB generated sums) take 10 to 16 s to parse on a slow
+# shared machine; a training script takes well under a second.
+FILE_TIME_LIMIT_S = 20.0
+
+T = TypeVar("T")
 
 
 def source_rules() -> tuple[type[SourceRule], ...]:
@@ -36,7 +65,18 @@ class _ParseError(Exception):
         self.message, self.line = message, line
 
 
+class _TimeUp(BaseException):
+    """The per-file time limit passed (a BaseException: no ``except Exception`` on the way may swallow it)."""
+
+
+class _Crashed(Exception):
+    """The child process analysing a file died or could not report."""
+
+
 def _parse(text: str) -> cst.Module:
+    refused = hazard(text)  # before the native parser: what it cannot take safely
+    if refused is not None:
+        raise _ParseError(*refused)
     import libcst as cst
 
     try:
@@ -45,6 +85,16 @@ def _parse(text: str) -> cst.Module:
         raise _syntax_error(text, exc) from None
     except RecursionError:
         raise _ParseError("expression nested too deeply to parse", None) from None
+    except MemoryError:
+        raise _ParseError("out of memory while parsing: not analysed", None) from None
+    except (KeyboardInterrupt, SystemExit, _TimeUp):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a panic in the native parser is a BaseException (pyo3)
+        raise _ParseError(f"the parser (libcst) failed: {type(exc).__name__}: {_one_line(exc)}", None) from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
 
 
 def _syntax_error(text: str, exc) -> _ParseError:
@@ -52,11 +102,10 @@ def _syntax_error(text: str, exc) -> _ParseError:
     try:
         ast.parse(text)
     except SyntaxError as err:
-        return _ParseError(f"syntax error: {err.msg}", err.lineno)
-    except (ValueError, RecursionError):
+        return _ParseError(f"syntax error: {_one_line(err.msg)}", err.lineno)
+    except (ValueError, RecursionError, MemoryError, OverflowError):
         pass
-    detail = " ".join(str(exc.message).split())
-    return _ParseError(f"syntax not supported by the parser (libcst): {detail}", exc.raw_line)
+    return _ParseError(f"syntax not supported by the parser (libcst): {_one_line(exc.message)}", exc.raw_line)
 
 
 def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[type[SourceRule]],
@@ -72,17 +121,32 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     module = _parse(doc.text)
     ctx = FileContext(display, doc.text, module, cell_lines=doc.cell_lines)
     found = run_rules(ctx, [cls(ctx) for cls in active])
+    line_of = _line_lookup(doc)
     kept: list[Finding] = []
     for finding in found:
         loc = finding.source
         lines = {loc.line, loc.end_line or loc.line}
-        if any(is_suppressed(doc.raw_line(n, loc.cell), finding.code) for n in lines):
+        if any(is_suppressed(line_of(n, loc.cell), finding.code) for n in lines):
             continue
         finding = config.apply(finding)
         if finding is not None:
             kept.append(finding)
     kept.sort(key=Finding.sort_key)
     return kept
+
+
+def _line_lookup(doc: PythonDocument | NotebookDocument) -> Callable[[int, int | None], str]:
+    """``line_of(line, cell)``: a raw line of ``doc``, each text (the file, or a cell) split once however many
+    findings look lines up in it (a file with 17,000 findings once rescanned its text for each)."""
+    split: dict[int | None, list[str]] = {}
+
+    def line_of(line: int, cell: int | None) -> str:
+        lines = split.get(cell)
+        if lines is None:
+            lines = split[cell] = doc.raw_lines(cell)
+        return lines[line - 1] if 0 < line <= len(lines) else ""
+
+    return line_of
 
 
 def _error_line(doc, line: int | None) -> tuple[str, int | None]:
@@ -93,10 +157,23 @@ def _error_line(doc, line: int | None) -> tuple[str, int | None]:
     return "", line
 
 
+@dataclass
+class _Outcome:
+    """What the analysis of one file found; ``write`` is the fixed document to write (None: nothing to write),
+    ``before`` the findings of the file as read (reported instead when the write fails)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[InputError] = field(default_factory=list)
+    fixed: int = 0
+    write: PythonDocument | NotebookDocument | None = None
+    before: list[Finding] = field(default_factory=list)
+
+
 def lint_file(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: bool = False,
               display: str | None = None) -> list[Finding | InputError | FileChecked]:
     """All results for one file; never raises for bad input (an InputError instead)."""
     display = display or str(path)
+    started = time.monotonic()  # the time limit counts reading and screening too
     try:
         doc = read_document(path)
     except DocumentError as exc:
@@ -104,37 +181,73 @@ def lint_file(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: bo
     # Files that never mention torch cannot hold a torch anti-pattern: skip before parsing.
     if "torch" not in doc.text:
         return [FileChecked(display)]
+    look = examine(doc.text)
+    if look.too_complex:
+        return [InputError(display, "nested too deeply for Python's own parser: not analysed"), FileChecked(display)]
     # Nor can a file without a site any enabled rule reports on (screen.py; the catalog says which rules are source
     # rules and their sites): then neither libcst nor the rules are imported, which is most of a one-file run.
     def wanted(code: str) -> bool:
         return config.enabled(code) and not config.ignored_for(display, code)
 
-    found = sites(doc.text)
+    found = look.sites
     codes = (code for code, rule_doc in catalog().items() if "source" in rule_doc.implemented_by)
     if found is not None and not any(may_report(code, found) for code in codes if wanted(code)):
         return [FileChecked(display)]
-    rules = [cls for cls in source_rules() if wanted(cls.code)]
+    rules = [cls for cls in source_rules() if wanted(cls.code)]  # imports libcst and the rules: before any timer
+    limit = config.file_time_limit
+
+    def analyse() -> _Outcome:
+        return _analyse(doc, display, rules, config, found, fix, unsafe_fixes)
+
+    left = max(0.001, started + limit - time.monotonic())
+    try:
+        if calm(doc.text, look) or not _can_fork():
+            with _deadline(left) as timer:
+                outcome = analyse()
+            if timer.expired:  # whatever the analysis made of the interruption (libcst may turn it into a KeyError)
+                raise _TimeUp
+        else:
+            outcome = _in_child(analyse, left)
+    except _TimeUp:
+        message = f"took longer than {limit:g} s (the per-file time limit, `file-time-limit`): not analysed"
+        return [InputError(display, message), FileChecked(display)]
+    except _Crashed as exc:
+        return [InputError(display, f"{exc}: not analysed"), FileChecked(display)]
+    if outcome.write is not None:
+        try:
+            write_atomic(doc.path, outcome.write.to_bytes(), doc)
+        except NotWritten as exc:
+            return [*outcome.before, InputError(display, str(exc)), FileChecked(display)]
+        except (OSError, UnicodeEncodeError, ValueError, RecursionError) as exc:
+            error = InputError(display, f"cannot write the fixed file: {_one_line(exc)}")
+            return [*outcome.before, error, FileChecked(display)]
+    return [*outcome.findings, *outcome.errors, FileChecked(display, fixed=outcome.fixed)]
+
+
+def _analyse(doc, display: str, rules, config: Config, found, fix: bool, unsafe: bool) -> _Outcome:
+    """The findings (and with ``fix`` the fixed document) of one file; every failure an InputError in the outcome.
+    Writes nothing: it may run in a child process, and the time limit must never cut a write short."""
     try:
         findings = _check(doc, display, rules, config, found)
-        fixed = 0
         if fix:
-            findings, fixed, error = _fix(doc, display, rules, config, findings, unsafe_fixes)
-            if error is not None:
-                return [*findings, error, FileChecked(display, fixed=fixed)]
+            return _fix(doc, display, rules, config, findings, unsafe)
+        return _Outcome(findings)
     except _ParseError as exc:
         prefix, line = _error_line(doc, exc.line)
-        return [InputError(display, prefix + exc.message, line), FileChecked(display)]
+        return _Outcome(errors=[InputError(display, prefix + exc.message, line)])
     except RecursionError:
-        return [InputError(display, "code nested too deeply to analyse"), FileChecked(display)]
+        return _Outcome(errors=[InputError(display, "code nested too deeply to analyse")])
+    except MemoryError:
+        return _Outcome(errors=[InputError(display, "out of memory while analysing: not analysed")])
     except Exception as exc:  # a rule bug must not stop the other files
-        return [InputError(display, f"internal error while linting: {type(exc).__name__}: {exc}"), FileChecked(display)]
-    return [*findings, FileChecked(display, fixed=fixed)]
+        return _Outcome(errors=[InputError(display, f"internal error while linting: {type(exc).__name__}: "
+                                                    f"{_one_line(exc)}")])
 
 
-def _fix(doc, display, rules, config, findings, unsafe):
-    """Apply fixes pass by pass, then write once. Returns (remaining findings, fixes written, error or None)."""
+def _fix(doc, display, rules, config, findings, unsafe) -> _Outcome:
+    """Apply fixes pass by pass; the outcome's ``write`` is the fixed document when it differs from ``doc``."""
     original, original_findings = doc, findings
-    fixed, error = 0, None
+    fixed, errors = 0, []
     for _ in range(MAX_FIX_PASSES):
         fixes = choose_fixes(findings, unsafe=unsafe)
         if not fixes:
@@ -143,15 +256,120 @@ def _fix(doc, display, rules, config, findings, unsafe):
             candidate = doc.with_edits([e for f in fixes for e in f.edits])
             _parse(candidate.text)  # checked even when no rule runs on the result
             candidate_findings = _check(candidate, display, rules, config, sites(candidate.text))
-        except (_ParseError, ValueError) as exc:
+        except (_ParseError, ValueError, DocumentError) as exc:
             reason = getattr(exc, "message", str(exc))
-            error = InputError(display, f"fixes not applied: the result would not parse ({reason})")
+            errors.append(InputError(display, f"fixes not applied: the result would not parse ({reason})"))
             break
         doc, findings = candidate, candidate_findings
         fixed += len(fixes)
-    if fixed and doc.text != original.text:
+    write = doc if fixed and doc.text != original.text else None
+    return _Outcome(findings, errors, fixed, write, original_findings)
+
+
+# -- the per-file time limit ------------------------------------------------------------------------------------
+def _can_fork() -> bool:
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
+class _Timer:
+    expired = False  # the time ran out (an interrupted library may have raised something else instead of _TimeUp)
+
+
+@contextmanager
+def _deadline(seconds: float):
+    """Raise _TimeUp in this thread once ``seconds`` have passed (Python code only: a native call finishes first);
+    yields a _Timer that tells whether it did. A no-op off the main thread, without setitimer, or when someone else
+    already uses SIGALRM."""
+    timer = _Timer()
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread() \
+        and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None) and not signal.getitimer(signal.ITIMER_REAL)[0]
+    if not usable:
+        yield timer
+        return
+
+    def time_up(signum, frame):
+        timer.expired = True
+        raise _TimeUp
+
+    signal.signal(signal.SIGALRM, time_up)
+    # Repeating after the first: code that swallows an exception (a gc callback, a __del__, an ``except
+    # BaseException``) cannot swallow the time limit.
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.05)
+    try:
+        yield timer
+    finally:
+        while True:  # an alarm may land here too: disarm until it sticks
+            try:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)
+                break
+            except _TimeUp:
+                continue
+
+
+def _in_child(task: Callable[[], T], seconds: float) -> T:
+    """``task()`` run in a forked child; _TimeUp when it takes longer than ``seconds`` (the child is killed),
+    _Crashed when the child dies or cannot send its result back."""
+    import select
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        status = 0
         try:
-            write_atomic(doc.path, doc.to_bytes())
-        except (OSError, UnicodeEncodeError) as exc:
-            return original_findings, 0, InputError(display, f"cannot write the fixed file: {exc}")
-    return findings, fixed, error
+            os.close(read_fd)
+            try:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash leaves no core file behind
+            except (ImportError, ValueError, OSError):
+                pass
+            try:
+                payload = pickle.dumps((True, task()), protocol=pickle.HIGHEST_PROTOCOL)
+            except BaseException as exc:  # noqa: BLE001 - reported by the parent
+                payload = pickle.dumps((False, f"{type(exc).__name__}: {_one_line(exc)}"))
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(write_fd, view):]
+        except BaseException:  # noqa: BLE001 - nothing may escape a forked child
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + seconds
+    killed = False
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+                killed = True
+                break
+            chunk = os.read(read_fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except BaseException:  # Ctrl-C, say: the child goes too, at once
+        killed = True
+        raise
+    finally:
+        os.close(read_fd)
+        if killed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _, status = os.waitpid(pid, 0)
+    if killed:
+        raise _TimeUp
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"signal {-code}"
+        raise _Crashed(f"the parser crashed ({name})")
+    try:
+        ok, value = pickle.loads(b"".join(chunks))
+    except Exception:
+        raise _Crashed(f"the analysis failed (its process ended with status {code} and no result)") from None
+    if not ok:
+        raise _Crashed(f"internal error while linting: {value}")
+    return value

@@ -244,16 +244,12 @@ def _ends_loop_or_function(body: cst.BaseSuite) -> bool:
     return isinstance(small, (cst.Break, cst.Return, cst.Raise))
 
 
-def _skipped_by_continue(block: cst.IndentedBlock, stmt: cst.CSTNode, tree: Tree) -> bool:
-    """True when an earlier ``if <mostly true>: continue`` in ``block`` skips ``stmt`` on most steps."""
-    for earlier in block.body:
-        if earlier is stmt:
-            return False
-        if isinstance(earlier, cst.If) and earlier.orelse is None and guard_polarity(earlier.test, tree) == -1:
-            inner = earlier.body.body
-            first = inner[0] if inner else None
-            if isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Continue):
-                return True
+def _skips_rest(stmt: cst.CSTNode, tree: Tree) -> bool:
+    """``if <mostly true>: continue``: the statements after it in its block are skipped on most steps."""
+    if isinstance(stmt, cst.If) and stmt.orelse is None and guard_polarity(stmt.test, tree) == -1:
+        inner = stmt.body.body
+        first = inner[0] if inner else None
+        return isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Continue)
     return False
 
 
@@ -264,6 +260,19 @@ class Facts(Values):
         super().__init__(tree)
         self._loops: dict[cst.CSTNode, str | None] = {}
         self._imports_torch: bool | None = None
+        # block -> (statement -> its index, index of the first statement that skips the rest): computed once per
+        # block, as every call in a loop asks (once a scan of the block per call: quadratic in long loops).
+        self._skips: dict[cst.IndentedBlock, tuple[dict[cst.CSTNode, int], int]] = {}
+
+    def _skipped_by_continue(self, block: cst.IndentedBlock, stmt: cst.CSTNode) -> bool:
+        """True when an earlier ``if <mostly true>: continue`` in ``block`` skips ``stmt`` on most steps."""
+        known = self._skips.get(block)
+        if known is None:
+            body = block.body
+            first = next((i for i, s in enumerate(body) if _skips_rest(s, self.tree)), len(body))
+            known = self._skips[block] = ({s: i for i, s in enumerate(body)}, first)
+        order, first = known
+        return order.get(stmt, -1) > first
 
     def imports_torch(self) -> bool:
         """Whether the file imports torch or a torch module."""
@@ -320,7 +329,7 @@ class Facts(Values):
                     return None
                 if child is parent.orelse and polarity == -1:
                     return None
-            elif isinstance(parent, cst.IndentedBlock) and _skipped_by_continue(parent, child, tree):
+            elif isinstance(parent, cst.IndentedBlock) and self._skipped_by_continue(parent, child):
                 return None
             elif isinstance(parent, cst.For):
                 if child is parent.body:

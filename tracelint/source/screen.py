@@ -25,6 +25,9 @@ fixtures: a file the screen holds back has no findings.
 from __future__ import annotations
 
 import ast
+import re
+from dataclasses import dataclass
+from functools import lru_cache
 
 from tracelint.engine.catalog import catalog
 from tracelint.source.vocab import (
@@ -71,14 +74,34 @@ _MAX_DEPTH = 12
 
 def sites(text: str) -> frozenset[str] | None:
     """The site kinds in ``text``; None when ``ast`` cannot parse it (then every rule runs, and libcst reports)."""
+    return examine(text).sites
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """What Python's own parser says of a text: its site kinds (None when it could not parse it), whether it gave
+    up as the text is too complex for it (nested too deeply: RecursionError or MemoryError), and the depth of the
+    syntax tree (0 when not parsed)."""
+
+    sites: frozenset[str] | None
+    too_complex: bool = False
+    depth: int = 0
+
+
+def examine(text: str) -> Look:
+    """``ast.parse`` and the screen: CPython's own parser (the one that imports the file) is safe on any text, with
+    its own limits (200 nested brackets, 100 indentation levels, a guard against deep recursion)."""
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    except (RecursionError, MemoryError):
+        return Look(None, too_complex=True)
+    except (SyntaxError, ValueError, OverflowError):
+        return Look(None)
+    screen = _Screen(tree)
     try:
-        return _Screen(tree).run()
-    except RecursionError:
-        return None
+        return Look(screen.run(), depth=screen.depth)
+    except Exception:  # noqa: BLE001 - RecursionError, or a bug here: then nothing is screened out (always sound)
+        return Look(None, depth=screen.depth)
 
 
 def _dotted(expr: ast.expr) -> str | None:
@@ -106,6 +129,7 @@ class _Screen:
         self.values: dict[ast.AST, dict[str, list[ast.expr]]] = {}  # scope -> name -> assigned values
         self.torch = False
         self.called: set[str] = set()           # the last names of every callee (the call:NAME kinds)
+        self.depth = 0                          # the depth of the tree
         self.device_copy = False
 
     # -- pass 1: imports, aliases, bindings ---------------------------------------------------------------------
@@ -124,9 +148,12 @@ class _Screen:
         return frozenset(found)
 
     def _collect(self, node: ast.AST, scope: ast.AST, assigned: dict[str, int], candidates: dict[str, str]) -> None:
-        work = [(node, scope)]
+        work = [(node, scope, 1)]
+        deepest = 0
         while work:
-            node, scope = work.pop()
+            node, scope, depth = work.pop()
+            if depth > deepest:
+                deepest = depth
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     self._torch_module(alias.name)
@@ -173,7 +200,8 @@ class _Screen:
                     if isinstance(name, ast.Name):
                         self.bound.add(name.id)
             inner = node if isinstance(node, _SCOPES) else scope
-            work.extend((child, inner) for child in ast.iter_child_nodes(node))
+            work.extend((child, inner, depth + 1) for child in ast.iter_child_nodes(node))
+        self.depth = deepest
 
     def _torch_module(self, module: str) -> None:
         if module == "torch" or module.startswith("torch."):
@@ -399,3 +427,130 @@ def may_report(code: str, found: frozenset[str] | None) -> bool:
     doc = catalog().get(code)
     kinds = doc.sites if doc is not None else None
     return found is None or kinds is None or not kinds.isdisjoint(found)
+
+
+
+# -- what libcst's parser can take safely -----------------------------------------------------------------------
+# libcst's native parser recurses once per nesting level and slows down more than linearly with nesting and with
+# trailer chains (libcst 1.9, measured: 1,000 nested ``[`` 5 s, 1,000 nested calls 14 s, 3,000 nested brackets
+# kill the process with SIGSEGV; ``a[0][0]...`` 1,000 long 2.4 s, 5,000 long 96 s). A file past one of these limits
+# is refused with a one-line message before libcst sees it. Real code stays far below them: the figures are the
+# largest of 8,600 .py files (torch 2.13, sympy, pygments, setuptools, libcst, the standard library, this repo).
+MAX_NESTING = 100        # brackets open plus indentation levels at any point (real code: 28)
+MAX_CHAIN = 100          # attributes, calls and subscripts in a row: a.b[0](x).c ... (real code: 36)
+MAX_LINE = 100_000       # characters in one line (real code: 72,574, a generated table of names on one line)
+# Within those limits libcst's time still grows faster than the text (a 40 kB file of 570-deep sums takes 9 s):
+# a file beyond one of these "calm" levels, or that Python's parser rejects (then libcst alone judges it), is
+# parsed in a child process that is killed at the per-file time limit (lint.py). Real code is calm but for
+# generated files: the largest ast depth in torch is 94 (an elif chain), in sympy's generated tables 569.
+CALM_NESTING = 30
+CALM_CHAIN = 30
+CALM_DEPTH = 100         # depth of Python's syntax tree
+CALM_CHARS = 256 * 1024  # libcst parses real code at 0.05 to 1 MB/s
+
+_STRING = (r"""'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*(?:'''|\Z)"""
+           r'''|"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*(?:"""|\Z)'''
+           r"""|'[^'\\\r\n]*(?:\\.[^'\\\r\n]*)*'?|"[^"\\\r\n]*(?:\\.[^"\\\r\n]*)*"?""")
+# One match per token that matters: a string (a prefix needs no matching), a comment, a bracket, a line break or
+# the end; the possessive skip of everything else keeps the scan linear and in C.
+_SCAN = re.compile(rf"[^'\"#()\[\]{{}}\r\n]*+(?:(?P<string>{_STRING})|(?P<comment>#[^\r\n]*)|(?P<open>[(\[{{])"
+                   r"|(?P<close>[)\]}])|(?P<newline>\r\n?|\n)|(?P<end>\Z))", re.DOTALL)
+_CHAIN_GAP = re.compile(r"[\s\\]*(?:\.[\s\\]*[^\W\d]\w*[\s\\]*)*")  # between two trailers: .name .name
+_ATTRIBUTES = re.compile(rf"(?:\.[ \t]*[^\W\d]\w*[ \t]*){{{MAX_CHAIN + 1}}}")  # a.b.c... without brackets
+_INDENT = re.compile(r"[ \t\f]*")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The largest nesting (brackets plus indentation levels), trailer chain and line length of a text, with the
+    line where each first occurs. A token-level scan that needs no valid syntax: strings and comments are skipped,
+    the rest is approximate (a keyword before a bracket counts as a name), which limits far above real code allow."""
+
+    nesting: int = 0
+    nesting_line: int = 0
+    chain: int = 0
+    chain_line: int = 0
+    line_length: int = 0
+    long_line: int = 0
+
+
+@lru_cache(maxsize=2)
+def shape(text: str) -> Shape:
+    depth, line = 0, 1
+    indents: list[int] = []
+    nesting = nesting_line = longest_chain = chain_line = 0
+    close_end: dict[int, int] = {}  # depth -> where the last bracket closed back to that depth
+    chain: dict[int, int] = {}      # depth -> trailers in the chain that ends there
+    for match in _SCAN.finditer(text):
+        kind = match.lastgroup
+        if kind == "open":
+            start = match.end() - 1
+            after = close_end.get(depth)
+            if after is not None and _CHAIN_GAP.fullmatch(text, after, start):
+                count = chain.get(depth, 0) + 1 + text.count(".", after, start)
+            else:
+                j = start - 1
+                while j >= 0 and text[j] in " \t":
+                    j -= 1
+                count = 1 if j >= 0 and (text[j].isalnum() or text[j] == "_") else 0
+            chain[depth] = count
+            if count > longest_chain:
+                longest_chain, chain_line = count, line
+            depth += 1
+            close_end.pop(depth, None)
+            if depth + len(indents) > nesting:
+                nesting, nesting_line = depth + len(indents), line
+        elif kind == "close":
+            depth = max(depth - 1, 0)
+            close_end[depth] = match.end()
+        elif kind == "newline":
+            line += 1
+            where = match.start("newline")
+            if depth or text[where - 1:where] == "\\":  # inside brackets, or a continued line
+                continue
+            close_end.pop(0, None)
+            indent = _INDENT.match(text, match.end())
+            first = indent.end()
+            if first >= len(text) or text[first] in "\r\n#\\":  # a blank or comment line
+                continue
+            width = len(indent.group().expandtabs(8))
+            while indents and width < indents[-1]:
+                indents.pop()
+            if width > (indents[-1] if indents else 0):
+                indents.append(width)
+                if len(indents) > nesting:
+                    nesting, nesting_line = len(indents), line
+        elif kind == "string":
+            token = match.group("string")
+            if "\n" in token or "\r" in token:
+                line += token.count("\n") + token.count("\r") - token.count("\r\n")
+    attributes = _ATTRIBUTES.search(text)
+    if attributes is not None and longest_chain <= MAX_CHAIN:
+        longest_chain, chain_line = MAX_CHAIN + 1, _line_of(text, attributes.start())
+    lengths = [len(part) for part in _LINE_BREAK.split(text)]
+    longest = max(lengths, default=0)
+    return Shape(nesting, nesting_line, longest_chain, chain_line, longest, lengths.index(longest) + 1)
+
+
+def _line_of(text: str, offset: int) -> int:
+    return len(_LINE_BREAK.findall(text, 0, offset)) + 1
+
+
+def hazard(text: str) -> tuple[str, int] | None:
+    """Why libcst must not parse ``text``, as (message, line); None when it may."""
+    found = shape(text)
+    if found.line_length > MAX_LINE:
+        return f"a line longer than {MAX_LINE:,} characters: not analysed", found.long_line
+    if found.nesting > MAX_NESTING:
+        return f"nesting deeper than {MAX_NESTING} levels (brackets and indentation): not analysed", found.nesting_line
+    if found.chain > MAX_CHAIN:
+        return f"more than {MAX_CHAIN} attributes, calls or subscripts in a row: not analysed", found.chain_line
+    return None
+
+
+def calm(text: str, look: Look) -> bool:
+    """Whether libcst parses ``text`` in time for sure (else it is parsed in a child process with a time limit)."""
+    found = shape(text)
+    return look.sites is not None and look.depth <= CALM_DEPTH and len(text) <= CALM_CHARS \
+        and found.nesting <= CALM_NESTING and found.chain <= CALM_CHAIN

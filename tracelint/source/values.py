@@ -385,7 +385,10 @@ def _device_kwarg(call: cst.Call, tree: Tree) -> bool:
 
 def _is_cpu(expr: cst.BaseExpression, tree: Tree) -> bool:
     if isinstance(expr, cst.SimpleString):
-        return expr.evaluated_value == "cpu" if isinstance(expr.evaluated_value, str) else False
+        try:
+            return expr.evaluated_value == "cpu"
+        except (ValueError, SyntaxError, MemoryError, RecursionError):  # a null byte in it, say
+            return False
     if isinstance(expr, cst.Call) and tree.qualified_name(expr.func) == "torch.device" and expr.args:
         return _is_cpu(expr.args[0].value, tree)
     return False

@@ -3,7 +3,8 @@
 Only pieces that strict decoding rejected come here, so valid traces never pay for it. Repairs: bare
 `inf`/`-inf`/`infinity`/`nan` (read as floats), bare `N/A` (read as null), invalid backslash escapes such as
 Windows paths (`"C:\\Users"` keeps its backslash), raw control characters inside strings, invalid UTF-8 (replaced
-with U+FFFD) and integers beyond 64 bits.
+with U+FFFD) and integers beyond 64 bits. Nesting too deep for the interpreter is a ValueError like any other
+invalid text.
 """
 from __future__ import annotations
 
@@ -60,4 +61,7 @@ def loads_lenient(raw: bytes | bytearray | memoryview) -> tuple[Any, bool]:
     Raises ValueError when the text is not JSON even after repair.
     """
     text, replaced = decode_utf8(raw)
-    return json.loads(repair(text), strict=False), replaced
+    try:
+        return json.loads(repair(text), strict=False), replaced
+    except RecursionError:  # nesting deeper than the interpreter's stack allows (orjson refuses it too)
+        raise ValueError("nesting too deep") from None

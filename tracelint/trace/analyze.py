@@ -11,7 +11,9 @@ before they are judged: their collectives are matched and each rank's wait for i
 directory, the job summary: its verdict is the straggler's when the job has one (it is what to fix), else the
 slowest rank's (largest mean step time); its metrics give the spread across ranks, and its findings are the job
 rules' (TL602).
-An unreadable file becomes an InputError, never an exception.
+An unreadable file becomes an InputError, never an exception; so does a bug met while reading, measuring or
+judging one file ("internal error while analyzing: ..."): the other files are still analyzed, and a job whose
+summary fails keeps its ranks' Reports.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from tracelint.trace.files import Skipped, traces_in
 from tracelint.trace.job import Job, analyze_job
 from tracelint.trace.load import NotATrace, TraceReadError, open_trace
 from tracelint.trace.metrics import TraceAnalysis, analyze_device
-from tracelint.trace.model import TraceModel, build_model
+from tracelint.trace.model import TraceModel, build_model, problem_warnings
 from tracelint.trace.rule import JobRule, TraceRule
 from tracelint.trace.verdict import Verdict, decide
 
@@ -94,9 +96,7 @@ def _read(path, config: Config, progress=None) -> _Read:
         if trace.events_read == 0:  # nothing to report on: one line, like any other unreadable input
             raise TraceReadError(trace.warnings[0] if trace.truncated and trace.warnings
                                  else "empty trace: traceEvents holds no events")
-        warnings = list(trace.warnings)
-        if model.skipped_events:
-            warnings.append(f"{model.skipped_events} events with unreadable fields were skipped")
+        warnings = list(trace.warnings) + problem_warnings(model)
         return _measure(str(path), model, config, tuple(warnings), trace.truncated)
     finally:
         if gc_was_enabled:
@@ -205,21 +205,28 @@ class _ProgressLine:
 def analyze_paths(paths: Iterable, *, config: Config | None = None,
                   progress: bool = False) -> Iterator[Report | InputError | Skipped]:
     """A Report per trace file, then the job summaries; a directory gives its traces by the rule of
-    tracelint.trace.files, and a Skipped record for each JSON file in it that is not a trace. Unreadable inputs
-    come as they are met; the Reports once every file is read, since a rank is judged with its peers."""
+    tracelint.trace.files, and a Skipped record for each JSON file in it that is not a trace (or not a regular
+    file). Unreadable inputs come as they are met; the Reports once every file is read, since a rank is judged with
+    its peers. Nothing raises for one bad input: an unexpected error is that input's InputError."""
     config = config or Config()
     reads: list[_Read] = []
     for raw in paths:
         path = Path(raw)
-        searched = path.is_dir()
-        if searched:
-            files = traces_in(path, named_only=False, excluded=config.excluded)
-            if not files:
-                yield InputError(str(path), "no trace (*.json, *.json.gz) in this directory")
-        elif path.exists():
-            files = [path]
-        else:
-            yield InputError(str(path), "no such file or directory")
+        try:
+            searched = path.is_dir()
+            if searched:
+                notes: list[Skipped] = []
+                files = traces_in(path, named_only=False, excluded=config.excluded, skipped=notes)
+                yield from notes
+                if not files:
+                    yield InputError(str(path), "no trace (*.json, *.json.gz) in this directory")
+            elif path.exists():
+                files = [path]
+            else:
+                yield InputError(str(path), "no such file or directory")
+                continue
+        except OSError as exc:
+            yield InputError(str(path), f"cannot read: {exc.strerror or exc}")
             continue
         for file in files:
             line = _ProgressLine(file) if progress else None
@@ -232,6 +239,10 @@ def analyze_paths(paths: Iterable, *, config: Config | None = None,
                 yield InputError(str(file), str(exc))
             except OSError as exc:
                 yield InputError(str(file), exc.strerror or str(exc))
+            except MemoryError:
+                yield InputError(str(file), "out of memory while analyzing (see TRACELINT_MAX_TRACE_BYTES)")
+            except Exception as exc:  # a bug: this file's error, never the whole run's
+                yield internal_error(str(file), exc)
             finally:
                 if line is not None:
                     line.finish()
@@ -241,18 +252,40 @@ def analyze_paths(paths: Iterable, *, config: Config | None = None,
     jobs: list[tuple[Path, list[_Read], Job]] = []
     job_of: dict[int, Job] = {}
     for directory, members in by_dir.items():
-        ranks = job_members(members)
-        if ranks:
-            job = analyze_job({r.analyses[0].rank: r.analyses[0] for r in ranks}, config)
-            job.path = str(directory)
-            jobs.append((directory, ranks, job))
-            job_of.update((id(r), job) for r in ranks)
+        try:
+            ranks = job_members(members)
+            if ranks:
+                job = analyze_job({r.analyses[0].rank: r.analyses[0] for r in ranks}, config)
+                job.path = str(directory)
+                jobs.append((directory, ranks, job))
+                job_of.update((id(r), job) for r in ranks)
+        except Exception as exc:  # the ranks are still judged, each on its own
+            yield internal_error(str(directory), exc, "matching the ranks of a job")
     reports: dict[int, Report] = {}
     for read in reads:
-        reports[id(read)] = report = _judge(read, config, job_of.get(id(read)))
+        try:
+            reports[id(read)] = report = _judge(read, config, job_of.get(id(read)))
+        except Exception as exc:
+            yield internal_error(read.path, exc)
+            continue
         yield report
     for directory, ranks, job in jobs:
-        yield _summarize_job(directory, [reports[id(r)] for r in ranks], job, config)
+        if not all(id(r) in reports for r in ranks):
+            continue
+        try:
+            summary = _summarize_job(directory, [reports[id(r)] for r in ranks], job, config)
+        except Exception as exc:  # the ranks' Reports are out already
+            yield internal_error(str(directory), exc, "summarizing the job")
+            continue
+        yield summary
+
+
+def internal_error(path: str, exc: BaseException, doing: str = "analyzing") -> InputError:
+    """A bug met on an input, as that input's one-line error (the run goes on, and exits 2)."""
+    text = " ".join(str(exc).split())
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return InputError(path, f"internal error while {doing}: {type(exc).__name__}" + (f": {text}" if text else ""))
 
 
 def _job_key(read: _Read) -> tuple | None:

@@ -8,6 +8,13 @@ escapes, control characters, Latin-1 bytes), and only then handed to a string-aw
 event boundaries (and, at a cut, the last complete event). Valid files never leave the fast path. A file that ends
 early (a killed run) yields every complete event before the cut and says so in `warnings`.
 
+Every byte is untrusted, so resources are bounded (`Limits`, from environment variables): the decompressed size
+(TRACELINT_MAX_TRACE_BYTES, default 16 GiB), one string (TRACELINT_MAX_STRING_BYTES, default 64 MiB) and, past 256
+MiB of output, the gzip expansion ratio (TRACELINT_MAX_GZIP_RATIO, default 200x; real traces compress 7-25x). Gzip is
+inflated in pieces of at most 1 MiB of output with the limits checked after each, so a decompression bomb stops at
+the limit with its memory bounded by it. Only regular files are read: a FIFO, socket or device file is refused
+before a byte is read (opened non-blocking, so that a FIFO without a writer cannot hang the run).
+
 It is longer than the project's ~600-line mark on purpose: the chunk cutter, its retry ladder, the truncation
 scanner and the fork-per-core parallel read share one buffer and one set of offsets, and splitting them across
 modules would spread that invariant over several files without making any part independently usable.
@@ -30,6 +37,7 @@ from typing import Any, TypeVar
 import orjson
 
 from tracelint.trace._jsonfix import loads_lenient
+from tracelint.trace.files import not_a_regular_file
 
 # ~500 events per chunk: enough to amortise the per-chunk calls, and small enough that the decoded dicts are still
 # in the CPU cache when the model's loop reads them (2 MB chunks measured ~20% slower on the 250 MB bench trace).
@@ -61,6 +69,85 @@ class TraceReadError(Exception):
     """The file is not a readable trace. str() is one line for the user, without the path."""
 
 
+# ---- limits ----------------------------------------------------------------------------------------------------
+
+# Defaults that real traces pass with room: the largest Kineto traces met in practice are a few GB of JSON (the
+# Chrome and Perfetto viewers give up near 2 GB), and the loader holds the decompressed text in memory, so a trace
+# over 16 GiB would need more memory than most machines that would read it have. Real strings are names, stacks and
+# shapes of at most some KB; 64 MiB is thousands of times that, and bounds what one string can cost. Gzip'd traces
+# inflate 7-25x; a stream that inflates over 200x is a bomb (deflate's ceiling is ~1032x).
+DEFAULT_MAX_TRACE_BYTES = 16 << 30
+DEFAULT_MAX_STRING_BYTES = 64 << 20
+DEFAULT_MAX_GZIP_RATIO = 200
+_RATIO_FROM = 256 << 20  # the ratio is only judged past this much output: a small file is harmless whatever its ratio
+_INFLATE_STEP = 1 << 20  # most bytes one decompress call may return
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE_RE = re.compile(r"\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*", re.I)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one trace may cost; 0 turns a limit off. `from_env()` reads the environment variables."""
+
+    trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
+    string_bytes: int = DEFAULT_MAX_STRING_BYTES
+    gzip_ratio: int = DEFAULT_MAX_GZIP_RATIO
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        return cls(_env_size("TRACELINT_MAX_TRACE_BYTES", DEFAULT_MAX_TRACE_BYTES),
+                   _env_size("TRACELINT_MAX_STRING_BYTES", DEFAULT_MAX_STRING_BYTES),
+                   _env_size("TRACELINT_MAX_GZIP_RATIO", DEFAULT_MAX_GZIP_RATIO, unit=False))
+
+
+def _env_size(name: str, default: int, *, unit: bool = True) -> int:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    m = _SIZE_RE.fullmatch(raw)
+    if m is None or (m.group(2) and not unit):
+        what = "a size in bytes (e.g. 8G, 512M)" if unit else "a whole number"
+        raise TraceReadError(f"{name}={raw.strip()[:40]!r} is not {what}")
+    return int(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            value = n / (1 << shift)
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} bytes"
+
+
+class _StringGuard:
+    """While gzip is inflated: stops at a run of text without a '"' longer than the string limit (a string that
+    long, or garbage) before the run is complete (a bomb's one string never ends). Fed piece by piece (of at most 1
+    MiB): a run that crosses a piece's end is measured exactly, so a limit of 1 MiB or more is exact. (A plain file
+    is not scanned: it is memory-mapped, and the chunk reader never hands the decoder a chunk longer than the
+    limit allows; its slow path checks each string it walks over.)"""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.last = -1  # offset of the last '"' seen
+
+    def feed(self, data: bytes | bytearray | mmap.mmap, start: int, end: int) -> None:
+        if not self.limit:
+            return
+        last = data.rfind(b'"', start, end)
+        if last < 0:
+            if end - self.last - 1 > self.limit:
+                self._fail(max(self.last, 0))
+            return
+        first = data.find(b'"', start, end)
+        if first - self.last - 1 > self.limit:
+            self._fail(max(self.last, 0))
+        self.last = last
+
+    def _fail(self, at: int) -> None:
+        raise TraceReadError(f"a string (or text without a '\"') over the {_size(self.limit)} limit at byte {at:,} "
+                             "(TRACELINT_MAX_STRING_BYTES)")
+
+
 class NotATrace(TraceReadError):
     """The file is well-formed JSON of another kind (an object without ``traceEvents``: a manifest, a config)."""
 
@@ -81,6 +168,7 @@ class TraceFile:
     _gzip_problem: str | None = field(repr=False)
     _progress: Progress | None = field(repr=False)
     _open_warnings: tuple[str, ...] = field(repr=False)
+    _max_string: int = field(default=DEFAULT_MAX_STRING_BYTES, repr=False)
     events_read: int = 0  # event objects the last complete iteration (or map_parts) gave
 
     def iter_chunks(self) -> ChunkStream:
@@ -101,16 +189,19 @@ class TraceFile:
         self.close()
 
 
-def open_trace(path: str | os.PathLike[str], *, progress: Progress | None = None) -> TraceFile:
-    """Read a trace file and parse everything before its events; raises TraceReadError for unreadable input."""
+def open_trace(path: str | os.PathLike[str], *, progress: Progress | None = None,
+               limits: Limits | None = None) -> TraceFile:
+    """Read a trace file and parse everything before its events; raises TraceReadError for unreadable input (and
+    for input over `limits`, by default those of the environment: `Limits.from_env()`)."""
     path = Path(path)
-    raw = _read_file(path)
+    limits = limits or Limits.from_env()
+    raw = _read_file(path, limits)
     if not raw:
         raise TraceReadError("empty file")
     warnings: list[str] = []
     gzip_problem = None
     if raw[:2] == _GZIP_MAGIC:
-        raw, gzip_problem = _gunzip(raw, warnings)
+        raw, gzip_problem = _gunzip(raw, warnings, limits)
         if not raw:
             raise TraceReadError(f"empty file (the gzip stream {gzip_problem or 'holds no data'})")
     data, start = _as_utf8(raw, warnings)
@@ -122,14 +213,14 @@ def open_trace(path: str | os.PathLike[str], *, progress: Progress | None = None
         meta: dict[str, Any] = {}
         events_start, bare = start + 1, True
     elif first == _LBRACE:
-        meta, events_start = _read_header(data, start, gzip_problem)
+        meta, events_start = _read_header(data, start, gzip_problem, limits.string_bytes, warnings)
         bare = False
     else:
         raise TraceReadError(f"not a JSON trace: expected '{{' or '[' at byte {start}, found {_show(data, start)}")
     return TraceFile(
         path=path, meta=meta, warnings=list(warnings), truncated=False, nbytes=len(data), _data=data,
         _events_start=events_start, _bare=bare, _gzip_problem=gzip_problem, _progress=progress,
-        _open_warnings=tuple(warnings),
+        _open_warnings=tuple(warnings), _max_string=limits.string_bytes,
     )
 
 
@@ -161,16 +252,13 @@ class ChunkStream:
 # ---- reading bytes ---------------------------------------------------------------------------------------------
 
 
-def _read_file(path: Path) -> bytes | mmap.mmap:
+def _read_file(path: Path, limits: Limits) -> bytes | mmap.mmap:
     """The file's bytes; a big uncompressed trace is memory-mapped instead of read: no 250 MB copy before the first
     event is decoded, and in a parallel read each process pages in only its own part. (Like ripgrep's mmap reads,
-    this trusts the file not to be truncated by another process while it is being read.)"""
+    this trusts the file not to be truncated by another process while it is being read.) Only a regular file is
+    read: it is opened non-blocking (a FIFO would wait for a writer) and its type checked on the open descriptor."""
     try:
-        if path.stat().st_size >= PARALLEL_MIN_BYTES:
-            mapped = _map_file(path)
-            if mapped is not None:
-                return mapped
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
         raise TraceReadError("no such file") from None
     except IsADirectoryError:
@@ -179,45 +267,84 @@ def _read_file(path: Path) -> bytes | mmap.mmap:
         raise TraceReadError("permission denied") from None
     except OSError as e:
         raise TraceReadError(f"cannot read file: {e.strerror or e}") from None
-
-
-def _map_file(path: Path) -> mmap.mmap | None:
     try:
-        with open(path, "rb") as f:
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        st = os.fstat(fd)
+        problem = not_a_regular_file(st.st_mode)
+        if problem:
+            raise TraceReadError(problem)
+        if limits.trace_bytes and st.st_size > limits.trace_bytes:
+            raise TraceReadError(f"file size {_size(st.st_size)} over the {_size(limits.trace_bytes)} limit "
+                                 "(TRACELINT_MAX_TRACE_BYTES)")
+        if st.st_size >= PARALLEL_MIN_BYTES:
+            mapped = _map_file(fd)
+            if mapped is not None:
+                return mapped
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read()
+        if limits.trace_bytes and len(data) > limits.trace_bytes:  # it grew while being read
+            raise TraceReadError(f"file size over the {_size(limits.trace_bytes)} limit (TRACELINT_MAX_TRACE_BYTES)")
+        return data
+    except IsADirectoryError:
+        raise TraceReadError("is a directory, not a trace file") from None
+    except PermissionError:
+        raise TraceReadError("permission denied") from None
+    except OSError as e:
+        raise TraceReadError(f"cannot read file: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+
+
+def _map_file(fd: int) -> mmap.mmap | None:
+    try:
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
-        return None  # not mappable (a pipe, a special file): read it
+        return None  # not mappable: read it
     if mapped[:2] == _GZIP_MAGIC:  # inflated into memory anyway
         mapped.close()
         return None
     return mapped
 
 
-def _gunzip(raw: bytes, warnings: list[str]) -> tuple[bytearray, str | None]:
+def _gunzip(raw: bytes, warnings: list[str], limits: Limits) -> tuple[bytearray, str | None]:
     """Decompress all gzip members; returns the data and, for a stream cut short, what went wrong."""
-    out, problem = _inflate(raw, warnings)
+    out, problem = _inflate(raw, warnings, limits)
     if problem and raw.endswith(b"\0"):
         # A crash can leave zero-filled blocks at the end, which inflate into garbage copies of earlier text:
         # cut them off, and the data before them reads as an honest truncation.
         kept = raw.rstrip(b"\0")
         warnings.append(f"ignored {len(raw) - len(kept)} zero bytes at the end of the file")
         del out
-        out, problem = _inflate(kept, warnings)
+        out, problem = _inflate(kept, warnings, limits)
     return out, problem
 
 
-def _inflate(raw: bytes, warnings: list[str]) -> tuple[bytearray, str | None]:
-    # Piecewise into one bytearray: the peak stays near the output size, and the data before a cut is kept.
+def _inflate(raw: bytes, warnings: list[str], limits: Limits) -> tuple[bytearray, str | None]:
+    # Piecewise into one bytearray: the peak stays near the output size, and the data before a cut is kept. Each
+    # call returns at most _INFLATE_STEP bytes (deflate expands up to ~1032x: 1 MiB of input could be a GiB of
+    # output), and the limits are checked after each.
     out = bytearray()
     view = memoryview(raw)
     member = 0
+    guard = _StringGuard(limits.string_bytes)
+    max_out = limits.trace_bytes
     while True:
         d = zlib.decompressobj(wbits=31)
         pos = member
         try:
-            while pos < len(raw) and not d.eof:
-                out += d.decompress(view[pos : pos + (1 << 20)])
-                pos += 1 << 20
+            while not d.eof:
+                if d.unconsumed_tail:
+                    piece = d.decompress(d.unconsumed_tail, _INFLATE_STEP)
+                elif pos < len(raw):
+                    piece = d.decompress(view[pos : pos + (1 << 20)], _INFLATE_STEP)
+                    pos += 1 << 20
+                else:
+                    break
+                if not piece:
+                    continue
+                start = len(out)
+                out += piece
+                guard.feed(out, start, len(out))
+                _check_size(len(out), min(pos, len(raw)), max_out, limits.gzip_ratio)
             out += d.flush()
         except zlib.error as e:
             # Not kept as a truncation: the output just before damage is already garbage.
@@ -232,6 +359,14 @@ def _inflate(raw: bytes, warnings: list[str]) -> tuple[bytearray, str | None]:
         if bytes(rest[:2]) != _GZIP_MAGIC:
             warnings.append(f"ignored {len(rest)} bytes after the end of the gzip stream")
             return out, None
+
+
+def _check_size(produced: int, consumed: int, max_out: int, max_ratio: int) -> None:
+    if max_out and produced > max_out:
+        raise TraceReadError(f"decompressed size over the {_size(max_out)} limit (TRACELINT_MAX_TRACE_BYTES)")
+    if max_ratio and produced > _RATIO_FROM and produced > consumed * max_ratio:
+        raise TraceReadError(f"the gzip stream inflates over {max_ratio}x its size (a decompression bomb?): stopped "
+                             f"at {_size(produced)} (TRACELINT_MAX_GZIP_RATIO)")
 
 
 def _as_utf8(raw: bytes | bytearray, warnings: list[str]) -> tuple[bytes | bytearray, int]:
@@ -264,18 +399,26 @@ def _show(data: bytes | bytearray, pos: int) -> str:
 # ---- the top-level object --------------------------------------------------------------------------------------
 
 
-def _read_header(data: bytes | bytearray, start: int, gzip_problem: str | None) -> tuple[dict[str, Any], int]:
+def _read_header(data: bytes | bytearray, start: int, gzip_problem: str | None, max_string: int = 0,
+                 warnings: list[str] | None = None) -> tuple[dict[str, Any], int]:
     """Meta keys before traceEvents, and the offset just after traceEvents' '['."""
     meta: dict[str, Any] = {}
-    pos, how = _read_members(data, start + 1, meta, need_comma=False, stop_at_events=True)
+    pos, how = _read_members(data, start + 1, meta, need_comma=False, stop_at_events=True, max_string=max_string,
+                             warnings=warnings)
     if how == _AT_EVENTS:
         if data[pos] != _LBRACKET:
             raise TraceReadError(f"not a trace: traceEvents is not an array (found {_show(data, pos)})")
         return meta, pos + 1
     if how == _OBJECT_END:
-        keys = ", ".join(list(meta)[:8]) or "none"
+        keys = ", ".join(_printable(key) for key in list(meta)[:8]) or "none"
         raise NotATrace(f"not a trace: the JSON object has no traceEvents (keys: {keys})")
     raise TraceReadError(f"{_ends_at(len(data), gzip_problem)} before traceEvents (truncated?)")
+
+
+def _printable(text: str, limit: int = 40) -> str:
+    """A key from the file as one line of plain text: control characters escaped, long ones cut."""
+    shown = text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 def _ends_at(n: int, gzip_problem: str | None) -> str:
@@ -283,10 +426,12 @@ def _ends_at(n: int, gzip_problem: str | None) -> str:
 
 
 def _read_members(
-    data: bytes | bytearray, pos: int, meta: dict[str, Any], *, need_comma: bool, stop_at_events: bool
+    data: bytes | bytearray, pos: int, meta: dict[str, Any], *, need_comma: bool, stop_at_events: bool,
+    max_string: int = 0, warnings: list[str] | None = None,
 ) -> tuple[int, str]:
     """Walk `"key": value` members of an object from `pos` into `meta`, up to the object's end, the traceEvents
-    value (when `stop_at_events`; returns its offset) or the end of the data."""
+    value (when `stop_at_events`; returns its offset) or the end of the data. A value that cannot be decoded (one
+    nested deeper than the decoders go, garbage) is left out with a note in `warnings`, when given."""
     n = len(data)
     while True:
         pos = _WS.match(data, pos).end()
@@ -303,6 +448,7 @@ def _read_members(
             if pos >= n or data[pos] == _QUOTE:
                 return n, _AT_EOF
             raise TraceReadError(f"not a JSON trace: expected a key at byte {pos}, found {_show(data, pos)}")
+        _check_string(m.end() - pos, pos, max_string)
         key = _loads_value(m.group(), pos)
         pos = _WS.match(data, m.end()).end()
         if pos >= n:
@@ -317,9 +463,23 @@ def _read_members(
         end = _value_end(data, pos)
         if end is None:
             return n, _AT_EOF
+        if data[pos] == _QUOTE:
+            _check_string(end - pos, pos, max_string)
         if key != "traceEvents":  # a second events array after the first is not meta
-            meta[str(key)] = _loads_value(data[pos:end], pos)
+            try:
+                meta[str(key)] = _loads_value(data[pos:end], pos)
+            except TraceReadError:
+                if warnings is None:
+                    raise
+                warnings.append(f"ignored the top-level key {_printable(str(key))!r}: its value at byte {pos:,} "
+                                "is not readable JSON")
         pos, need_comma = end, True
+
+
+def _check_string(length: int, pos: int, max_string: int) -> None:
+    if max_string and length > max_string:
+        raise TraceReadError(f"a string over the {_size(max_string)} limit at byte {pos:,} "
+                             "(TRACELINT_MAX_STRING_BYTES)")
 
 
 def _loads_value(raw: bytes | bytearray, pos: int) -> Any:
@@ -403,7 +563,7 @@ class _EventReader:
             if events is None:
                 if stop is not None:
                     raise _SlowPart
-                spans, next_pos, how = _scan(data, pos, pos + CHUNK_BYTES, notes)
+                spans, next_pos, how = _scan(data, pos, pos + CHUNK_BYTES, notes, self.trace._max_string)
                 events = self._decode_spans(spans)
             else:
                 how = _PART_END if next_pos == stop else _MORE
@@ -432,6 +592,8 @@ class _EventReader:
             cuts = [(m.start() + 1, m.end() - 1) for m in tries]  # (end of this chunk, start of the next)
             if stop is not None:
                 cuts = [c for c in cuts if c[0] < stop] or [(stop, stop)]
+            if self.trace._max_string:  # a chunk this long may hold a string over the limit: the slow path checks
+                cuts = [c for c in cuts if c[0] - pos <= CHUNK_BYTES + self.trace._max_string]
         view = memoryview(data)
         for decode in (_decode_fast, self._decode_repaired):
             for end, next_pos in cuts:
@@ -511,7 +673,8 @@ class _EventReader:
             end = _WS.match(data, pos).end()
         else:
             try:
-                end, how = _read_members(data, pos, trace.meta, need_comma=True, stop_at_events=False)
+                end, how = _read_members(data, pos, trace.meta, need_comma=True, stop_at_events=False,
+                                         max_string=trace._max_string, warnings=trace.warnings)
             except TraceReadError as e:
                 trace.warnings.append("ignored the data after traceEvents: "
                                       f"{str(e).removeprefix('not a JSON trace: ')}")
@@ -541,7 +704,8 @@ def _decode_fast(buf: bytes) -> list[Any] | None:
         return None
 
 
-def _scan(data: bytes | bytearray, pos: int, hint: int, notes: _Notes) -> tuple[list[tuple[int, int]], int, str]:
+def _scan(data: bytes | bytearray, pos: int, hint: int, notes: _Notes, max_string: int = 0
+          ) -> tuple[list[tuple[int, int]], int, str]:
     """The slow path: walk the structure from `pos` (between events) and return the spans of the complete events,
     stopping at the first event that ends at or after `hint`, at the array's ']' or at the end of the data."""
     spans: list[tuple[int, int]] = []
@@ -550,6 +714,8 @@ def _scan(data: bytes | bytearray, pos: int, hint: int, notes: _Notes) -> tuple[
     for m in _TOKEN.finditer(data, pos):
         t = data[m.start()]
         if t == _QUOTE:
+            if m.end() < len(data):  # (a string cut by the end of the data is never decoded)
+                _check_string(m.end() - m.start(), m.start(), max_string)
             continue
         if t == _LBRACE or t == _LBRACKET:
             if depth == 0:

@@ -176,16 +176,16 @@ class CollectiveArgs(NamedTuple):
     group_size: int | None
 
 
-def _collective_args(args: dict) -> tuple:
+def _collective_args(args: dict, correlation: int | None) -> tuple:
     """(correlation, *CollectiveArgs) of a kernel's args, tolerant of any value."""
     from tracelint.trace.kernels import collective_name
 
     name = args.get("Collective name")
     group = args.get("Process Group Name")
     dtype = args.get("dtype")
-    return (args.get("correlation"), collective_name(name) if isinstance(name, str) else None,
-            None if group is None else str(group), _int(args.get("In msg nelems")), _int(args.get("Out msg nelems")),
-            dtype if isinstance(dtype, str) else None, _int(args.get("Group size")))
+    return (correlation, collective_name(name) if isinstance(name, str) else None,
+            group if isinstance(group, str) else _int_str(group), _int(args.get("In msg nelems")),
+            _int(args.get("Out msg nelems")), dtype if isinstance(dtype, str) else None, _int(args.get("Group size")))
 
 
 class Frame(NamedTuple):
@@ -243,7 +243,10 @@ class TraceModel:
     rank: int | None = None
     world_size: int | None = None
     base_time_ns: int | None = None
-    skipped_events: int = 0  # events whose fields could not be read (missing ts, non-numeric values, ...)
+    skipped_events: int = 0  # events dropped because a field they need could not be used (problems says why)
+    # (reason, whether the event was dropped) -> (events, index of the first): one warning each (problem_warnings)
+    problems: dict[tuple[str, bool], tuple[int, int]] = field(default_factory=dict)
+    meta_problems: list[str] = field(default_factory=list)  # top-level fields of the wrong shape, ignored
     # derived indexes, built by finish()
     _step_starts: list[float] = field(default_factory=list, repr=False)
     _frames_by_tid: dict[object, tuple[list[float], list[Frame]]] = field(default_factory=dict, repr=False)
@@ -293,11 +296,69 @@ class TraceModel:
         return sorted({e.device for e in self.gpu})
 
 
+# ---- reading events: every field is untrusted ---------------------------------------------------------------------
+#
+# What survives has the types the rest relies on: str names, finite float times (int where the trace wrote ints)
+# within range, durations >= 0, hashable thread ids (int or str), int-or-None correlation ids and byte counts, int
+# device ids, all integers within 64 bits. An event that cannot be used is dropped and counted by reason; a field
+# that is optional and wrong (a correlation id that is a list, args that are not an object) is ignored and counted.
+
+_I64 = 1 << 63
+_MAX_TS = 1e18  # µs: ~31,700 years; anything beyond is no clock (and would overflow sums of times)
+_MAX_DUR = 1e12  # µs: 11.6 days; a profiler records seconds to hours (CUPTI's wrapped 2^64 ns durations are 1.8e13)
+
+
 def _int(value) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):
+    """An integer within 64 bits (a number, or a string holding one), else None."""
+    if value.__class__ is not int:
+        if value is None or isinstance(value, (bool, dict, list)):
+            return None
+        try:
+            value = int(value)
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return value if -_I64 <= value < _I64 else None
+
+
+def _int_str(value) -> str | None:
+    value = _int(value)
+    return None if value is None else str(value)
+
+
+class _Bad(Exception):
+    """An event the slow reader drops; ``args[0]`` says why (one warning per reason)."""
+
+
+def _time(value, field: str) -> float | int:
+    if value.__class__ is not float and value.__class__ is not int:
+        if value.__class__ is not str:
+            raise _Bad(f"`{field}` not a number")
+        try:
+            value = float(value)  # "ts" as a string: some converters write it so
+        except ValueError:
+            raise _Bad(f"`{field}` not a number") from None
+    if not -_MAX_TS <= value <= _MAX_TS:
+        raise _Bad(f"`{field}` out of range (NaN, infinite or beyond 1e18 µs)")
+    return value
+
+
+def _duration(value) -> float | int:
+    if value is None:
+        return 0.0
+    value = _time(value, "dur")
+    if not 0 <= value <= _MAX_DUR:
+        raise _Bad("`dur` negative" if value < 0 else "`dur` over 1e12 µs (11.6 days)")
+    return value
+
+
+def _tid(value) -> int | str | None:
+    if value is None:  # no thread: one "thread" of its own
         return None
+    if value.__class__ is int or value.__class__ is str:
+        return value if value.__class__ is str or -_I64 <= value < _I64 else str(value)
+    if value.__class__ is float and value.is_integer():
+        return int(value)
+    raise _Bad("`tid` not an integer or string")
 
 
 def _innermost_user_frame(call_stack: str) -> str | None:
@@ -322,143 +383,260 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
     parts = map_parts(_collect) if map_parts is not None else [_collect(chunks)]
     lists = parts[0]
     for part in parts[1:]:
-        for kept, more in zip(lists, part, strict=True):
+        for kept, more in zip(lists[:-1], part[:-1], strict=True):
             kept += more
-    steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, annotations, skipped = lists
     model = TraceModel()
+    # the problems of each part, their first event numbered across the parts
+    offset = 0
+    for part in parts:
+        seen, problems = part[-1]
+        for key, (count, first) in problems.items():
+            if key in model.problems:
+                model.problems[key] = (model.problems[key][0] + count, model.problems[key][1])
+            else:
+                model.problems[key] = (count, first + offset)
+        offset += seen
+    steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, annotations = lists[:-1]
     meta = meta_source() if meta_source else {}
     _read_meta(model, meta if isinstance(meta, dict) else {})
-    model.skipped_events = sum(skipped)
+    model.skipped_events = sum(count for (_, dropped), (count, _) in model.problems.items() if dropped)
     _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory)
     model.collectives = {c[0]: CollectiveArgs(*c[1:]) for c in comms if c[0] is not None}
     model.annotations = frozenset(annotations)
     return model
 
 
+def problem_warnings(model: TraceModel) -> list[str]:
+    """One warning per reason: ``1,204 events skipped: `ts` not a number (first at event #5,120)``."""
+    out = list(model.meta_problems)
+    for (reason, dropped), (count, first) in sorted(model.problems.items(), key=lambda item: item[1][1]):
+        what = f"{count:,} event{'s' if count != 1 else ''}"
+        if dropped:
+            out.append(f"{what} skipped: {reason} (first at event #{first:,})")
+        else:
+            out.append(f"{what}: {reason}, ignored (first at event #{first:,})")
+    return out
+
+
 def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     """The records of a stream of event chunks, as plain tuples in the field order of the record types (cheap to
     build and to pickle between processes; ``_finish`` makes them records): steps, ops, runtime calls, raw GPU
     events, syncs, frames, memory samples, the collective args of communication kernels (``_collective_args``), the
-    names of annotation ops, and a one-item list holding the number of skipped events."""
+    names of annotation ops, and (events seen, {reason: [count, index of the first event]}) of the events dropped
+    or partly ignored."""
     names: dict[str, str] = {}
     intern = names.setdefault
     ops, runtime, gpu_raw, syncs, frames, memory, steps, comms = ([] for _ in range(8))
     annotations: set[str] = set()
-    stacks: dict[object, str | None] = {}  # "Call stack" arg -> its innermost user frame
+    stacks: dict[str, str | None] = {}  # "Call stack" arg -> its innermost user frame
+    problems: dict[tuple[str, bool], list[int]] = {}
+    seen = 0  # events of the chunks before the current one
+    chunk: list = []
 
-    def stack_of(call_stack) -> str | None:
+    def note(reason: str, e: dict, dropped: bool = False) -> None:
+        key = (reason, dropped)
+        found = problems.get(key)
+        if found is not None:
+            found[0] += 1
+            return
+        at = next((i for i, x in enumerate(chunk) if x is e), 0)  # once per reason: no index kept in the hot loop
+        problems[key] = [1, seen + at]
+
+    def stack_of(call_stack: str) -> str | None:
         stack = stacks.get(call_stack, False)
         if stack is False:
-            stack = stacks[call_stack] = _innermost_user_frame(str(call_stack))
+            stack = stacks[call_stack] = _innermost_user_frame(call_stack)
         return stack
 
-    def read(e: dict, kind: int) -> int:
-        """The tolerant reader: any event, missing or odd fields included; returns 1 when it had to skip it."""
+    def read(e, kind: int) -> None:
+        """The tolerant reader: any event, missing or odd fields included; drops it (noting why) when a field it
+        needs cannot be used."""
         try:
+            if e.__class__ is not dict:
+                raise _Bad("not an object")
+            if kind == -1:
+                raise _Bad("`cat` not a string")
+            name = e.get("name")
+            if name is None:
+                name = ""
+            elif name.__class__ is not str:
+                raise _Bad("`name` not a string")
+            if kind == _INSTANT and name != "[memory]":
+                return  # instants other than memory samples are not read
             ts = e.get("ts")
             if ts is None:
-                return 0 if kind == _INSTANT else 1
-            ts = float(ts)
-            name = e.get("name") or ""
-            if kind == _OP or kind == _ANNOTATION:
-                end = ts + float(e.get("dur") or 0.0)
-                args = e.get("args") or _EMPTY
-                stack = stack_of(args["Call stack"]) if "Call stack" in args else None
-                m = _STEP_RE.match(name) if name.startswith("ProfilerStep#") else None
-                if m:
-                    steps.append((int(m.group(1)), e.get("tid"), ts, end))
-                else:
-                    ops.append((intern(name, name), e.get("tid"), ts, end, stack))
-                    if kind == _ANNOTATION:
-                        annotations.add(name)
-            elif kind == _RUNTIME:
-                args = e.get("args") or _EMPTY
-                runtime.append((intern(name, name), e.get("tid"), ts, ts + float(e.get("dur") or 0.0),
-                                args.get("correlation")))
-            elif kind == _GPU:
-                args = e.get("args") or _EMPTY
-                device = args.get("device")
-                gpu_raw.append((_GPU_KIND[e["cat"]], intern(name, name), e.get("pid") if device is None else device,
-                                args.get("stream", e.get("tid")), ts, ts + float(e.get("dur") or 0.0),
-                                args.get("correlation"), args.get("bytes")))
-                if isinstance(args, dict) and "Collective name" in args:
-                    comms.append(_collective_args(args))
-            elif kind == _PYFRAME:
-                user = parse_user_frame(name) if "): " in name else None
-                if user is not None:
-                    frames.append((e.get("tid"), ts, ts + float(e.get("dur") or 0.0), *user))
-            elif kind == _SYNC:
-                args = e.get("args") or _EMPTY
-                syncs.append((intern(name, name), args.get("device", e.get("pid")), ts,
-                              ts + float(e.get("dur") or 0.0), args.get("correlation")))
-            elif name == "[memory]":
-                args = e.get("args") or _EMPTY
+                if kind == _INSTANT:
+                    return
+                raise _Bad("`ts` missing")
+            ts = _time(ts, "ts")
+            args = e.get("args")
+            if args is None:
+                args = _EMPTY
+            elif args.__class__ is not dict:
+                note("`args` not an object", e)
+                args = _EMPTY
+            if kind == _INSTANT:
                 # Device Type 0 is the CPU allocator; CUDA (and ROCm, which PyTorch reports as CUDA) is 1.
                 if args.get("Device Type", 0) != 0:
                     total = args.get("Total Allocated")
                     memory.append((ts, _int(args.get("Device Id")) or 0, _int(args.get("Bytes")) or 0,
-                                   _int(total) if total is not None else None))
-            return 0
-        except (TypeError, ValueError, AttributeError, KeyError, OverflowError):
-            return 1
+                                   None if total is None else _int(total)))
+                return
+            end = ts + _duration(e.get("dur"))
+            if kind == _GPU:
+                device = args.get("device")
+                device = _int(e.get("pid") if device is None else device) or 0
+                stream = args.get("stream", e.get("tid"))
+                if stream is not None and stream.__class__ is not int and stream.__class__ is not str:
+                    note("`args.stream` not an integer or string", e)
+                    stream = None
+                corr = _correlation(args, e)
+                nbytes = args.get("bytes")
+                gpu_raw.append((_GPU_KIND[e["cat"]], intern(name, name), device, stream, ts, end, corr,
+                                None if nbytes is None else _int(nbytes)))
+                if "Collective name" in args:
+                    comms.append(_collective_args(args, corr))
+                return
+            if kind == _SYNC:
+                device = args.get("device")
+                syncs.append((intern(name, name), _int(e.get("pid") if device is None else device) or 0, ts, end,
+                              _correlation(args, e)))
+                return
+            tid = _tid(e.get("tid"))
+            if kind == _OP or kind == _ANNOTATION:
+                m = _STEP_RE.match(name) if name.startswith("ProfilerStep#") else None
+                if m:
+                    number = int(m.group(1)) if len(m.group(1)) < 19 else -1
+                    if number < 0:
+                        raise _Bad("step number beyond 64 bits")
+                    steps.append((number, tid, ts, end))
+                    return
+                stack = args.get("Call stack")
+                if stack is not None and stack.__class__ is not str:
+                    note("`args.Call stack` not a string", e)
+                    stack = None
+                ops.append((intern(name, name), tid, ts, end, None if stack is None else stack_of(stack)))
+                if kind == _ANNOTATION:
+                    annotations.add(name)
+            elif kind == _RUNTIME:
+                runtime.append((intern(name, name), tid, ts, end, _correlation(args, e)))
+            elif kind == _PYFRAME:
+                user = parse_user_frame(name) if "): " in name else None
+                if user is not None:
+                    frames.append((tid, ts, end, *user))
+        except _Bad as bad:
+            note(bad.args[0], e, dropped=True)
 
-    # The fast path reads the categories that make up most of a trace by plain subscripts; anything it does not
-    # expect (a missing field, a string timestamp, a step) raises and goes to read(). Where read() turns times into
-    # floats (frames, ops with a call stack), the fast path adds 0.0, which gives the same float for any number.
+    def _correlation(args: dict, e: dict) -> int | None:
+        corr = args.get("correlation")
+        if corr is None or corr.__class__ is int:
+            return corr
+        value = _int(corr) if corr.__class__ is float and corr.is_integer() else None
+        if value is None:
+            note("`args.correlation` not an integer", e)
+        return value
+
+    # The fast path reads the categories that make up most of a trace by plain subscripts and exact type checks;
+    # anything it does not expect (a missing field, a string timestamp, a value out of range, a step) raises and
+    # goes to read(). A chained comparison both range-checks a number and raises TypeError for a non-number (NaN
+    # and infinities fail it). Where read() turns times into floats (frames, ops with a call stack), the fast path
+    # adds 0.0, which gives the same float for any number.
     category = _CATEGORY.get
     add_op, add_call, add_gpu, add_memory = ops.append, runtime.append, gpu_raw.append, memory.append
     add_frame = frames.append
-    skipped = 0
+    str_, int_, dict_ = str, int, dict
+    lo, hi, max_dur, i64 = -_MAX_TS, _MAX_TS, _MAX_DUR, _I64
     for chunk in chunks:
         for e in chunk:
-            kind = category(e.get("cat"))
+            try:
+                kind = category(e.get("cat"))
+            except (TypeError, AttributeError):  # an unhashable cat (a list), or an item that is not an object
+                kind = -1
             if kind is None:
                 continue
             try:
                 if kind == _PYFRAME:
-                    ts = e["ts"] + 0.0
+                    # Most frames are library code, dropped on their name: only user frames have their fields read.
                     name = e["name"]
-                    user = parse_user_frame(name) if "): " in name else None
-                    if user is not None:
-                        add_frame((e["tid"], ts, ts + e["dur"], *user))
+                    if "): " not in name or (user := parse_user_frame(name)) is None:
+                        continue
+                    ts = e["ts"] + 0.0
+                    dur = e["dur"]
+                    tid = e["tid"]
+                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
+                            and (tid.__class__ is int_ or tid.__class__ is str_)):
+                        raise _Slow
+                    add_frame((tid, ts, ts + dur, *user))
                     continue
                 if kind == _OP or kind == _ANNOTATION:
                     name = e["name"]
-                    if name.startswith("ProfilerStep#"):
+                    if name.startswith("ProfilerStep#"):  # also raises for a name that is not a string
                         raise _Slow
+                    args = e["args"]
+                    ts = e["ts"]
+                    dur = e["dur"]
+                    tid = e["tid"]
+                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and args.__class__ is dict_
+                            and (tid.__class__ is int_ or tid.__class__ is str_)):
+                        raise _Slow
+                    if "Call stack" in args:
+                        stack = args["Call stack"]
+                        if stack.__class__ is not str_:
+                            raise _Slow
+                        ts += 0.0
+                        add_op((intern(name, name), tid, ts, ts + dur, stack_of(stack)))
+                    else:
+                        add_op((intern(name, name), tid, ts, ts + dur, None))
                     if kind == _ANNOTATION:
                         annotations.add(name)
-                    args = e["args"]
-                    if "Call stack" in args:
-                        ts = e["ts"] + 0.0
-                        add_op((intern(name, name), e["tid"], ts, ts + e["dur"], stack_of(args["Call stack"])))
-                        continue
-                    ts = e["ts"]
-                    add_op((intern(name, name), e["tid"], ts, ts + e["dur"], None))
                     continue
                 if kind == _RUNTIME:
                     ts = e["ts"]
+                    dur = e["dur"]
                     name = e["name"]
-                    add_call((intern(name, name), e["tid"], ts, ts + e["dur"], e["args"]["correlation"]))
+                    tid = e["tid"]
+                    corr = e["args"]["correlation"]
+                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
+                            and (tid.__class__ is int_ or tid.__class__ is str_) and corr.__class__ is int_):
+                        raise _Slow
+                    add_call((intern(name, name), tid, ts, ts + dur, corr))
                     continue
                 if kind == _GPU:
                     ts = e["ts"]
+                    dur = e["dur"]
                     name = e["name"]
                     args = e["args"]
-                    add_gpu((_GPU_KIND[e["cat"]], intern(name, name), args["device"], args["stream"], ts,
-                             ts + e["dur"], args["correlation"], args.get("bytes")))
+                    device = args["device"]
+                    stream = args["stream"]
+                    corr = args["correlation"]
+                    nbytes = args.get("bytes")
+                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
+                            and device.__class__ is int_ and -i64 <= device < i64
+                            and (stream.__class__ is int_ or stream.__class__ is str_) and corr.__class__ is int_
+                            and (nbytes is None or (nbytes.__class__ is int_ and 0 <= nbytes < i64))):
+                        raise _Slow
+                    add_gpu((_GPU_KIND[e["cat"]], intern(name, name), device, stream, ts, ts + dur, corr, nbytes))
                     if "Collective name" in args:
-                        comms.append(_collective_args(args))
+                        comms.append(_collective_args(args, corr))
                     continue
                 if kind == _INSTANT and e["cat"] is not None:
                     if e["name"] == "[memory]":
                         args = e["args"]
                         if args["Device Type"] != 0:
-                            add_memory((e["ts"] + 0, args["Device Id"], args["Bytes"], args.get("Total Allocated")))
+                            ts = e["ts"] + 0
+                            device = args["Device Id"]
+                            nbytes = args["Bytes"]
+                            total = args.get("Total Allocated")
+                            if not (lo <= ts <= hi and device.__class__ is int_ and -i64 <= device < i64
+                                    and nbytes.__class__ is int_ and -i64 <= nbytes < i64
+                                    and (total is None or (total.__class__ is int_ and -i64 <= total < i64))):
+                                raise _Slow
+                            add_memory((ts, device, nbytes, total))
                     continue
             except (_Slow, TypeError, KeyError, AttributeError):
                 pass
-            skipped += read(e, kind)
+            read(e, kind)
+        seen += len(chunk)
     # Sorted here, by the same keys as in _finish, so that in a parallel read the workers do the sorting and
     # _finish's stable sorts only merge the parts' sorted runs (same order as sorting the whole at once).
     ops.sort(key=_by_start)
@@ -466,34 +644,73 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     gpu_raw.sort(key=itemgetter(4))
     frames.sort(key=itemgetter(1))
     memory.sort(key=itemgetter(0))
-    return steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, sorted(annotations), [skipped]
+    return (steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, sorted(annotations),
+            (seen, {key: tuple(v) for key, v in problems.items()}))
 
 
 def _read_meta(model: TraceModel, meta: dict) -> None:
-    for i, props in enumerate(meta.get("deviceProperties") or ()):
+    """The top-level facts; a field of the wrong shape is ignored with a note in ``model.meta_problems``."""
+    problems = model.meta_problems
+    props_list = meta.get("deviceProperties")
+    if props_list is not None and not isinstance(props_list, list):
+        problems.append(f"ignored `deviceProperties`: a {_json_type(props_list)}, not an array")
+        props_list = None
+    odd = 0
+    for i, props in enumerate(props_list or ()):
         if not isinstance(props, dict):
+            odd += 1
             continue
         dev = _int(props.get("id", i))
         dev = i if dev is None else dev
+        name = props.get("name")
         model.devices[dev] = DeviceProps(
             id=dev,
-            name=props.get("name") if isinstance(props.get("name"), str) else None,
+            name=name if isinstance(name, str) else None,
             total_memory_bytes=_int(props.get("totalGlobalMem")),
             compute_major=_int(props.get("computeMajor")),
             sm_count=_int(props.get("numSms")),
         )
+    if odd:
+        problems.append(f"ignored {odd} `deviceProperties` entries that are not objects")
     dist = meta.get("distributedInfo")
     if isinstance(dist, dict):
-        model.rank = _int(dist.get("rank"))
-        model.world_size = _int(dist.get("world_size"))
+        model.rank = _count(dist.get("rank"), problems, "distributedInfo.rank")
+        model.world_size = _count(dist.get("world_size"), problems, "distributedInfo.world_size")
+    elif dist is not None:
+        problems.append(f"ignored `distributedInfo`: a {_json_type(dist)}, not an object")
     model.base_time_ns = _int(meta.get("baseTimeNanoseconds"))
     model.meta_settings = {key: meta[key] for key in ("with_stack", "record_shapes", "profile_memory", "with_flops",
                                                       "with_modules") if key in meta}
     record = meta.get("tracelint")
-    model.tracelint_record = record if isinstance(record, dict) else None
+    if isinstance(record, dict):
+        record = dict(record)
+        unprofiled = record.get("unprofiled")
+        if isinstance(unprofiled, dict) and "steps" in unprofiled and _int(unprofiled["steps"]) is None:
+            record["unprofiled"] = {k: v for k, v in unprofiled.items() if k != "steps"}
+        if "source" in record and not isinstance(record["source"], str):
+            del record["source"]
+        model.tracelint_record = record
+    elif record is not None:
+        problems.append(f"ignored `tracelint`: a {_json_type(record)}, not an object")
+
+
+def _count(value, problems: list[str], field: str) -> int | None:
+    """A rank or a world size: an integer from 0 to 2^31, else None (noted unless absent)."""
+    number = _int(value)
+    if number is not None and 0 <= number < 1 << 31:
+        return number
+    if value is not None:
+        problems.append(f"ignored `{field}`: not an integer from 0 to 2^31")
+    return None
+
+
+def _json_type(value) -> str:
+    return {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object",
+            type(None): "null"}.get(type(value), type(value).__name__)
 
 
 _by_start = itemgetter(2)  # the start of an Op, RuntimeCall or SyncEvent
+_correlation_of = itemgetter(4)  # a RuntimeCall's
 
 
 def _records(cls, items: list) -> list:
@@ -513,8 +730,7 @@ def _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory) -> None:
     runtime.sort(key=_by_start)
     ops, runtime = _records(Op, ops), _records(RuntimeCall, runtime)
     model.ops, model.runtime = ops, runtime
-    model.syncs = sorted((s if s.device.__class__ is int else s._replace(device=_int(s.device) or 0)
-                          for s in _records(SyncEvent, syncs)), key=_by_start)
+    model.syncs = sorted(_records(SyncEvent, syncs), key=_by_start)
     memory.sort(key=itemgetter(0))
     model.memory = _records(MemorySample, memory)
 
@@ -534,16 +750,18 @@ def _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory) -> None:
         items.append(frame)
     model.frames, model._frames_by_tid = frames, fbt
 
-    launches = {call.correlation: call for call in runtime if call.correlation is not None}
+    with_corr = [call for call in runtime if call.correlation is not None]
+    launches = dict(zip(map(_correlation_of, with_corr), with_corr, strict=True))
+    repeated = len(with_corr) - len(launches)
+    if repeated:  # the last call of an id is its launch
+        model.meta_problems.append(
+            f"{repeated:,} runtime call{' repeats' if repeated == 1 else 's repeat'} the correlation id of another (a "
+            "merged or duplicated trace?): GPU work is joined to the last of them")
     new = tuple.__new__
     has_steps = model.has_steps
     step_starts, step_list = model._step_starts, model.steps
     gpu = []
     for kind, name, device, stream, start, end, corr, nbytes in gpu_raw:
-        if device.__class__ is not int:
-            device = _int(device) or 0
-        if nbytes is not None and nbytes.__class__ is not int:
-            nbytes = _int(nbytes)
         launch = launches.get(corr) if corr is not None else None
         if launch is not None:
             # model.step_at(launch.start), inlined: it runs once per GPU event
