@@ -186,7 +186,10 @@ class _ProgressLine:
     MIN_BYTES = 20 << 20
 
     def __init__(self, path: Path) -> None:
+        from tracelint.render._escape import log_line
+
         self.path, self.shown = path, -1
+        self.name = log_line(path.name)  # a file name cannot move the cursor or forge a CI annotation
 
     def __call__(self, done: int, total: int) -> None:
         if total < self.MIN_BYTES:
@@ -194,12 +197,12 @@ class _ProgressLine:
         pct = 100 * done // max(total, 1)
         if pct // 5 != self.shown // 5:
             self.shown = pct
-            print(f"\rtracelint: reading {self.path.name} {pct}% ({done >> 20}/{total >> 20} MB)", end="",
+            print(f"\rtracelint: reading {self.name} {pct}% ({done >> 20}/{total >> 20} MB)", end="",
                   file=sys.stderr, flush=True)
 
     def finish(self) -> None:
         if self.shown >= 0:
-            print(f"\rtracelint: read {self.path.name}" + " " * 30, file=sys.stderr, flush=True)
+            print(f"\rtracelint: read {self.name}" + " " * 30, file=sys.stderr, flush=True)
 
 
 def analyze_paths(paths: Iterable, *, config: Config | None = None,
