@@ -58,9 +58,15 @@ def _walk(directory: Path, config_for: Callable[[Path], Config]) -> Iterator[Pat
         path = Path(entry.path)
         if config.excluded(path):
             continue
-        if entry.is_dir(follow_symlinks=False):
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            # a symlink loop or a dangling link raises or says no here: it is not a source file, skip it
+            is_file = not is_dir and path.suffix in SOURCE_SUFFIXES and entry.is_file()
+        except OSError:
+            continue
+        if is_dir:
             yield from _walk(path, config_for)
-        elif entry.is_file() and path.suffix in SOURCE_SUFFIXES:
+        elif is_file:
             yield path
 
 
