@@ -255,6 +255,25 @@ def test_many_findings_are_located_without_rescanning(tmp_path, monkeypatch):
     assert calls["split"] == 1 and calls["skips"] <= count + 2
 
 
+def test_an_exception_out_of_the_analysis_is_told_by_its_first_cause():
+    # Campaign: libcst's position pass, interrupted by a RecursionError on a 1,000-deep sum, raised a KeyError
+    # keyed by a node in its cleanup; formatting that KeyError (the node's repr) recursed again, and the file was
+    # reported as "internal error while linting: RecursionError".
+    class Node:
+        def __repr__(self):
+            raise RecursionError("maximum recursion depth exceeded")
+
+    try:
+        try:
+            raise RecursionError("maximum recursion depth exceeded")
+        finally:
+            raise KeyError(Node())  # noqa: B012 - as libcst's cleanup does
+    except KeyError as exc:
+        assert lint._failure(exc) == "code nested too deeply to analyse"
+    assert lint._failure(KeyError(Node())) == "internal error while linting: KeyError: a Node"
+    assert lint._failure(ValueError("a\nb")) == "internal error while linting: ValueError: a b"
+
+
 @pytest.mark.parametrize("line", [
     "b = b.to('cu\x00da')",          # campaign: libcst's evaluated_value raised SyntaxError (a null byte)
     "b = b.to(" + "9" * 5000 + ")",   # an int of more than 4,300 digits: ValueError
@@ -262,6 +281,17 @@ def test_many_findings_are_located_without_rescanning(tmp_path, monkeypatch):
 def test_literals_python_cannot_evaluate(tmp_path, line):
     items = lint_text(tmp_path, f"{HEADER}    {line}\n")
     assert not errors(items) and [i.code for i in items if isinstance(i, Finding)] == ["TL101"]
+
+
+def test_python_warnings_about_the_source_stay_off_stderr(tmp_path):
+    # Campaign: ast.parse printed "<unknown>:15: SyntaxWarning: invalid decimal literal" on the CLI's stderr.
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        items = lint_text(tmp_path, HEADER + "    x = 1if b else 2\n    s = b.to('\\d')\n    t = b.to(0x1for)\n")
+    assert not caught, [str(w.message) for w in caught]
+    assert all("\n" not in m for m in errors(items))
 
 
 def test_suppressions_on_files_with_cr_line_ends(tmp_path):

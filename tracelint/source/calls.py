@@ -2,6 +2,7 @@
 resolve a ``**kwargs`` dict built in the same function, and add a keyword argument keeping the call's layout."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import libcst as cst
@@ -15,7 +16,9 @@ def evaluated(expr: cst.Integer | cst.Float | cst.SimpleString):
     """libcst's ``evaluated_value`` (``ast.literal_eval`` of the token), or ``_UNSET`` where that raises: a string
     holding a null byte, an integer of more than 4,300 digits (libcst parses files Python's parser rejects)."""
     try:
-        return expr.evaluated_value
+        with warnings.catch_warnings():  # literal_eval warns on stderr about "\d" and the like
+            warnings.simplefilter("ignore")
+            return expr.evaluated_value
     except (ValueError, SyntaxError, MemoryError, RecursionError, OverflowError):
         return _UNSET
 

@@ -3,7 +3,8 @@ config, and with ``fix`` apply fixes until none is left (re-parsing each result 
 
 Hostile input never stops the run (issue #11): a file is refused with a one-line InputError before libcst's native
 parser sees it when it is past one of the limits in screen.py (nesting, trailer chains, line length; file size in
-document.py) or too complex for Python's own parser, and no file takes longer than the per-file time limit:
+document.py) or too complex for Python's own parser, and no file takes much longer than the per-file time limit
+(``Config.file_time_limit``, ``file-time-limit`` in [tool.tracelint], 20 s by default; counted from the read):
 
 - A *calm* file (``screen.calm``: Python's parser took it, at most 256 kB, shallow) is analysed in this process
   under a timer (``signal.setitimer`` on POSIX, main thread only, when no one else uses SIGALRM) that interrupts
@@ -17,7 +18,6 @@ document.py) or too complex for Python's own parser, and no file takes longer th
 """
 from __future__ import annotations
 
-import ast
 import os
 import pickle
 import signal
@@ -34,7 +34,7 @@ from tracelint.engine.catalog import catalog
 from tracelint.engine.suppress import is_suppressed
 from tracelint.source.document import DocumentError, NotebookDocument, PythonDocument, read_document
 from tracelint.source.fix import NotWritten, choose_fixes, write_atomic
-from tracelint.source.screen import calm, examine, hazard, may_report, sites
+from tracelint.source.screen import calm, examine, hazard, may_report, parse_quietly, sites
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -45,10 +45,6 @@ if TYPE_CHECKING:
 # pre-commit run on files that never mention torch, or that hold nothing a rule reports on, should not pay.
 
 MAX_FIX_PASSES = 5  # a fix may expose another; ruff iterates the same way
-# The per-file time limit's default (``file-time-limit`` in [tool.tracelint]). The slowest real files measured
-# (torch's 1.3 MB common_methods_invocations.py, sympy's 40 kB generated sums) take 10 to 16 s to parse on a slow
-# shared machine; a training script takes well under a second.
-FILE_TIME_LIMIT_S = 20.0
 
 T = TypeVar("T")
 
@@ -94,13 +90,13 @@ def _parse(text: str) -> cst.Module:
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]
+    return " ".join(str(exc)[:2000].split())[:300]
 
 
 def _syntax_error(text: str, exc) -> _ParseError:
     """Python's own message and line (libcst's native parser reports the token after the error)."""
     try:
-        ast.parse(text)
+        parse_quietly(text)
     except SyntaxError as err:
         return _ParseError(f"syntax error: {_one_line(err.msg)}", err.lineno)
     except (ValueError, RecursionError, MemoryError, OverflowError):
@@ -159,13 +155,14 @@ def _error_line(doc, line: int | None) -> tuple[str, int | None]:
 
 @dataclass
 class _Outcome:
-    """What the analysis of one file found; ``write`` is the fixed document to write (None: nothing to write),
-    ``before`` the findings of the file as read (reported instead when the write fails)."""
+    """What the analysis of one file found; ``write`` is the content of the fixed file (None: nothing to write),
+    ``before`` the findings of the file as read (reported instead when the write fails). Bytes and findings only:
+    it comes back from a child process by pickle, which a deeply nested notebook would not survive."""
 
     findings: list[Finding] = field(default_factory=list)
     errors: list[InputError] = field(default_factory=list)
     fixed: int = 0
-    write: PythonDocument | NotebookDocument | None = None
+    write: bytes | None = None
     before: list[Finding] = field(default_factory=list)
 
 
@@ -215,10 +212,10 @@ def lint_file(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: bo
         return [InputError(display, f"{exc}: not analysed"), FileChecked(display)]
     if outcome.write is not None:
         try:
-            write_atomic(doc.path, outcome.write.to_bytes(), doc)
+            write_atomic(doc.path, outcome.write, doc)
         except NotWritten as exc:
             return [*outcome.before, InputError(display, str(exc)), FileChecked(display)]
-        except (OSError, UnicodeEncodeError, ValueError, RecursionError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             error = InputError(display, f"cannot write the fixed file: {_one_line(exc)}")
             return [*outcome.before, error, FileChecked(display)]
     return [*outcome.findings, *outcome.errors, FileChecked(display, fixed=outcome.fixed)]
@@ -235,13 +232,31 @@ def _analyse(doc, display: str, rules, config: Config, found, fix: bool, unsafe:
     except _ParseError as exc:
         prefix, line = _error_line(doc, exc.line)
         return _Outcome(errors=[InputError(display, prefix + exc.message, line)])
-    except RecursionError:
-        return _Outcome(errors=[InputError(display, "code nested too deeply to analyse")])
-    except MemoryError:
-        return _Outcome(errors=[InputError(display, "out of memory while analysing: not analysed")])
     except Exception as exc:  # a rule bug must not stop the other files
-        return _Outcome(errors=[InputError(display, f"internal error while linting: {type(exc).__name__}: "
-                                                    f"{_one_line(exc)}")])
+        return _Outcome(errors=[InputError(display, _failure(exc))])
+
+
+def _failure(exc: BaseException) -> str:
+    """The one line for an exception out of the analysis. libcst's position pass turns an exception inside it into
+    a KeyError in its cleanup: the first cause in the chain is what happened. Never raises, and never formats a
+    libcst node (the repr of a deep one is itself a RecursionError, and may run to megabytes)."""
+    seen = exc
+    for _ in range(32):
+        if isinstance(seen, RecursionError):
+            return "code nested too deeply to analyse"
+        if isinstance(seen, MemoryError):
+            return "out of memory while analysing: not analysed"
+        if seen.__context__ is None:
+            break
+        seen = seen.__context__
+    if isinstance(exc, LookupError) and exc.args and not isinstance(exc.args[0], (str, int)):
+        detail = f"a {type(exc.args[0]).__name__}"
+    else:
+        try:
+            detail = _one_line(exc)
+        except Exception:  # noqa: BLE001 - a message that cannot be made
+            detail = "(no message)"
+    return f"internal error while linting: {type(exc).__name__}: {detail}"
 
 
 def _fix(doc, display, rules, config, findings, unsafe) -> _Outcome:
@@ -262,8 +277,14 @@ def _fix(doc, display, rules, config, findings, unsafe) -> _Outcome:
             break
         doc, findings = candidate, candidate_findings
         fixed += len(fixes)
-    write = doc if fixed and doc.text != original.text else None
-    return _Outcome(findings, errors, fixed, write, original_findings)
+    if not fixed or doc.text == original.text:
+        return _Outcome(findings, errors, fixed, None, original_findings)
+    try:
+        data = doc.to_bytes()
+    except (UnicodeEncodeError, ValueError, RecursionError) as exc:
+        error = InputError(display, f"cannot write the fixed file: {_one_line(exc)}")
+        return _Outcome(original_findings, [error], 0, None, original_findings)
+    return _Outcome(findings, errors, fixed, data, original_findings)
 
 
 # -- the per-file time limit ------------------------------------------------------------------------------------
@@ -318,10 +339,13 @@ def _in_child(task: Callable[[], T], seconds: float) -> T:
         status = 0
         try:
             os.close(read_fd)
+            import faulthandler
+
+            faulthandler.disable()  # a crash is reported in one line by the parent, never as a dump on stderr
             try:
                 import resource
 
-                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash leaves no core file behind
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # nor leaves a core file behind
             except (ImportError, ValueError, OSError):
                 pass
             try:

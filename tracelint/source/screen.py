@@ -25,7 +25,9 @@ fixtures: a file the screen holds back has no findings.
 from __future__ import annotations
 
 import ast
+import io
 import re
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -88,11 +90,18 @@ class Look:
     depth: int = 0
 
 
+def parse_quietly(text: str) -> ast.Module:
+    """``ast.parse`` without the warnings it prints on stderr (``SyntaxWarning: invalid decimal literal``...)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text)
+
+
 def examine(text: str) -> Look:
     """``ast.parse`` and the screen: CPython's own parser (the one that imports the file) is safe on any text, with
     its own limits (200 nested brackets, 100 indentation levels, a guard against deep recursion)."""
     try:
-        tree = ast.parse(text)
+        tree = parse_quietly(text)
     except (RecursionError, MemoryError):
         return Look(None, too_complex=True)
     except (SyntaxError, ValueError, OverflowError):
@@ -486,7 +495,7 @@ def shape(text: str) -> Shape:
         kind = match.lastgroup
         if kind == "open":
             start = match.end() - 1
-            after = close_end.get(depth)
+            after = close_end.pop(depth, None)  # consumed: a gap is matched once
             if after is not None and _CHAIN_GAP.fullmatch(text, after, start):
                 count = chain.get(depth, 0) + 1 + text.count(".", after, start)
             else:
@@ -528,9 +537,15 @@ def shape(text: str) -> Shape:
     attributes = _ATTRIBUTES.search(text)
     if attributes is not None and longest_chain <= MAX_CHAIN:
         longest_chain, chain_line = MAX_CHAIN + 1, _line_of(text, attributes.start())
-    lengths = [len(part) for part in _LINE_BREAK.split(text)]
-    longest = max(lengths, default=0)
-    return Shape(nesting, nesting_line, longest_chain, chain_line, longest, lengths.index(longest) + 1)
+    # Line lengths in C and constant memory (universal newlines: \r\n and \r read as \n); the line break counts
+    # until the longest line is over the limit, when it is located and measured exactly.
+    longest, long_line = max(map(len, io.StringIO(text, newline=None)), default=0), 0
+    if longest > MAX_LINE:
+        for number, line in enumerate(io.StringIO(text, newline=None), start=1):
+            if len(line) == longest:
+                longest, long_line = len(line.rstrip("\n")), number
+                break
+    return Shape(nesting, nesting_line, longest_chain, chain_line, longest, long_line)
 
 
 def _line_of(text: str, offset: int) -> int:

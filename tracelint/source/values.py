@@ -16,6 +16,7 @@ from typing import Protocol
 
 import libcst as cst
 
+from tracelint.source.calls import literal
 from tracelint.source.context import iter_children
 from tracelint.source.vocab import HOST_ATTRS as _HOST_ATTRS
 from tracelint.source.vocab import HOST_METHODS as _HOST_METHODS
@@ -385,10 +386,7 @@ def _device_kwarg(call: cst.Call, tree: Tree) -> bool:
 
 def _is_cpu(expr: cst.BaseExpression, tree: Tree) -> bool:
     if isinstance(expr, cst.SimpleString):
-        try:
-            return expr.evaluated_value == "cpu"
-        except (ValueError, SyntaxError, MemoryError, RecursionError):  # a null byte in it, say
-            return False
+        return literal(expr) == "cpu"  # (libcst's evaluated_value raises on a null byte, say)
     if isinstance(expr, cst.Call) and tree.qualified_name(expr.func) == "torch.device" and expr.args:
         return _is_cpu(expr.args[0].value, tree)
     return False
