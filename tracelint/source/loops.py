@@ -30,6 +30,9 @@ class HotLoop:
 
     node: cst.CSTNode
     description: str  # "the loop over `train_loader`", "the `while True` loop", "`training_step`"
+    # The code reached this loop through a call from another file of the run whose code puts work on a CUDA device
+    # (a helper module shows no device of its own: the caller's evidence counts).
+    on_device: bool = False
 
 
 def _short(text: str, limit: int = 40) -> str:
