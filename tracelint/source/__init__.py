@@ -70,11 +70,14 @@ def _walk(directory: Path, config_for: Callable[[Path], Config]) -> Iterator[Pat
             yield path
 
 
-def _lint_job(job: tuple[Path, Config, bool, bool]) -> list:
-    from tracelint.source.lint import lint_file
+def _lint_job(job: tuple[Path, Config, bool, bool, dict | None]) -> tuple[list, object]:
+    """One file of a run: its results, and (when ``entries`` is not None: a run of several files) what it tells
+    the other files about its per-step calls (runcalls.RunCalls)."""
+    from tracelint.source.lint import _Run, lint_in_run
 
-    path, config, fix, unsafe = job
-    return lint_file(path, config, fix=fix, unsafe_fixes=unsafe)
+    path, config, fix, unsafe, entries = job
+    run = _Run(entries) if entries is not None else None
+    return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe, run=run)
 
 
 def lint_paths(
@@ -86,27 +89,69 @@ def lint_paths(
     progress: bool = False,
 ) -> Iterator[Finding | InputError | FileChecked]:
     """Lint files and directories; see the module docstring."""
-    from tracelint.source.lint import source_rules
-
     config_for = config_for or _default_config_for
-    jobs: list[tuple[Path, Config, bool, bool]] = []
+    files: list[tuple[Path, Config]] = []
     for item in iter_source_files(paths, config_for):
         if isinstance(item, InputError):
             yield item
         else:
-            jobs.append((item, config_for(item), fix, unsafe_fixes))
+            files.append((item, config_for(item)))
+    # A run of several files follows per-step calls across them (callers.py): results are held until the
+    # functions other files call every step have been analysed as such.
+    follow = {} if len(files) > 1 else None
+    jobs = [(path, config, fix, unsafe_fixes, follow) for path, config in files]
+    results = list(_run_jobs(jobs, progress))
+    if progress and jobs:
+        print(file=sys.stderr)
+    if follow is not None:
+        _follow_calls(jobs, results)
+    for items, _ in results:
+        yield from items
+
+
+def _run_jobs(jobs: list, progress: bool = False) -> Iterator[tuple[list, object]]:
+    from tracelint.source.lint import source_rules
+
     workers = min(os.cpu_count() or 1, len(jobs) // 8 or 1)
     if len(jobs) < PARALLEL_MIN_FILES or workers < 2:
-        results: Iterable[list] = map(_lint_job, jobs)
+        results: Iterable[tuple[list, object]] = map(_lint_job, jobs)
     else:
         source_rules()  # import libcst and the rules before forking, so that workers inherit them
         results = _parallel(jobs, workers)
-    for done, items in enumerate(results, start=1):
+    for done, result in enumerate(results, start=1):
         if progress:
             print(f"\rtracelint: {done}/{len(jobs)} files", end="", file=sys.stderr, flush=True)
-        yield from items
-    if progress and jobs:
-        print(file=sys.stderr)
+        yield result
+
+
+def _follow_calls(jobs: list, results: list[tuple[list, object]]) -> None:
+    """Analyse again, with their entry points, the files whose functions other files of the run call every step
+    (runcalls.resolve), and add the findings that brings to their results (in place, before their FileChecked)."""
+    from tracelint.source.runcalls import MAX_ROUNDS, RunCalls, resolve
+
+    index = {job[0]: i for i, job in enumerate(jobs)}
+    calls = {job[0]: result[1] or RunCalls() for job, result in zip(jobs, results, strict=True)}
+    done: dict[Path, dict] = {}
+    for _ in range(MAX_ROUNDS):
+        wanted = {path: entries for path, entries in resolve(calls).items()
+                  if path in index and entries != done.get(path)}
+        if not wanted:
+            return
+        again = [(path, jobs[index[path]][1], False, False, entries) for path, entries in wanted.items()]
+        for job, (items, more) in zip(again, _run_jobs(again), strict=True):
+            path = job[0]
+            done[path] = job[4]
+            old_items = results[index[path]][0]
+            seen = {(f.code, f.location.line, f.location.column, f.location.cell)
+                    for f in old_items if isinstance(f, Finding)}
+            new = [f for f in items if isinstance(f, Finding)
+                   and (f.code, f.location.line, f.location.column, f.location.cell) not in seen]
+            if new:
+                found = sorted([*(i for i in old_items if isinstance(i, Finding)), *new], key=Finding.sort_key)
+                rest = [i for i in old_items if not isinstance(i, Finding)]  # its errors, then its FileChecked
+                results[index[path]] = ([*found, *rest], results[index[path]][1])
+            if more is not None:
+                calls[path] = more
 
 
 def _parallel(jobs: list, workers: int) -> Iterator[list]:

@@ -34,7 +34,8 @@ from tracelint.engine.catalog import catalog
 from tracelint.engine.suppress import is_suppressed
 from tracelint.source.document import DocumentError, NotebookDocument, PythonDocument, read_document
 from tracelint.source.fix import NotWritten, choose_fixes, write_atomic
-from tracelint.source.screen import calm, examine, hazard, may_report, parse_quietly, sites
+from tracelint.source.runcalls import Entry, RunCalls
+from tracelint.source.screen import PROJECT_CALL, calm, examine, hazard, may_report, parse_quietly, sites
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -105,18 +106,25 @@ def _syntax_error(text: str, exc) -> _ParseError:
 
 
 def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[type[SourceRule]],
-           config: Config, found: frozenset[str] | None) -> list[Finding]:
+           config: Config, found: frozenset[str] | None, run: _Run | None = None) -> list[Finding]:
     """The findings of ``rules`` on ``doc`` as the user sees them (config applied, suppressed ones dropped);
-    ``found`` is ``screen.sites(doc.text)``."""
+    ``found`` is ``screen.sites(doc.text)``. With ``run`` (a run of several files: callers.py), the file's entry
+    points from the other files are used, and what it tells the others is stored in ``run.calls``."""
     active = [cls for cls in rules if cls.wanted(doc.text) and may_report(cls.code, found)]
-    if not active:
+    if not active and run is None:
         return []
     from tracelint.source.context import FileContext
     from tracelint.source.rule import run_rules
 
     module = _parse(doc.text)
-    ctx = FileContext(display, doc.text, module, cell_lines=doc.cell_lines)
+    ctx = FileContext(display, doc.text, module, cell_lines=doc.cell_lines, entries=run.entries if run else None)
     found = run_rules(ctx, [cls(ctx) for cls in active])
+    if run is not None:
+        from tracelint.source.loops import facts
+
+        file_facts = facts(ctx)
+        evidence = getattr(file_facts, "device_evidence", None)
+        run.calls = file_facts.callers.run_calls(on_device=evidence() if evidence is not None else True)
     line_of = _line_lookup(doc)
     kept: list[Finding] = []
     for finding in found:
@@ -154,6 +162,14 @@ def _error_line(doc, line: int | None) -> tuple[str, int | None]:
 
 
 @dataclass
+class _Run:
+    """A file's part in a run of several files (callers.py): its entry points in, what it tells the others out."""
+
+    entries: dict[str, Entry] = field(default_factory=dict)
+    calls: RunCalls | None = None
+
+
+@dataclass
 class _Outcome:
     """What the analysis of one file found; ``write`` is the content of the fixed file (None: nothing to write),
     ``before`` the findings of the file as read (reported instead when the write fails). Bytes and findings only:
@@ -164,37 +180,48 @@ class _Outcome:
     fixed: int = 0
     write: bytes | None = None
     before: list[Finding] = field(default_factory=list)
+    calls: RunCalls | None = None
 
 
 def lint_file(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: bool = False,
               display: str | None = None) -> list[Finding | InputError | FileChecked]:
     """All results for one file; never raises for bad input (an InputError instead)."""
+    return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe_fixes, display=display)[0]
+
+
+def lint_in_run(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: bool = False,
+                display: str | None = None, run: _Run | None = None,
+                ) -> tuple[list[Finding | InputError | FileChecked], RunCalls | None]:
+    """``lint_file``, as one file of a run of several (``run``: see ``_check``): the results, and what the file
+    tells the others of the run (None when it was not analysed)."""
     display = display or str(path)
     started = time.monotonic()  # the time limit counts reading and screening too
     try:
         doc = read_document(path)
     except DocumentError as exc:
-        return [InputError(display, exc.message, exc.line)]
+        return [InputError(display, exc.message, exc.line)], None
     # Files that never mention torch cannot hold a torch anti-pattern: skip before parsing.
     if "torch" not in doc.text:
-        return [FileChecked(display)]
+        return [FileChecked(display)], None
     look = examine(doc.text)
     if look.too_complex:
-        return [InputError(display, "nested too deeply for Python's own parser: not analysed"), FileChecked(display)]
+        return [InputError(display, "nested too deeply for Python's own parser: not analysed"),
+                FileChecked(display)], None
     # Nor can a file without a site any enabled rule reports on (screen.py; the catalog says which rules are source
     # rules and their sites): then neither libcst nor the rules are imported, which is most of a one-file run.
     def wanted(code: str) -> bool:
         return config.enabled(code) and not config.ignored_for(display, code)
 
-    found = look.sites
+    found = look.sites if run is None or not run.entries else None  # an entry point makes any body per-step
     codes = (code for code, rule_doc in catalog().items() if "source" in rule_doc.implemented_by)
     if found is not None and not any(may_report(code, found) for code in codes if wanted(code)):
-        return [FileChecked(display)]
+        if run is None or PROJECT_CALL not in found:
+            return [FileChecked(display)], (RunCalls(look.defines) if run is not None else None)
     rules = [cls for cls in source_rules() if wanted(cls.code)]  # imports libcst and the rules: before any timer
     limit = config.file_time_limit
 
     def analyse() -> _Outcome:
-        return _analyse(doc, display, rules, config, found, fix, unsafe_fixes)
+        return _analyse(doc, display, rules, config, found, fix, unsafe_fixes, run)
 
     left = max(0.001, started + limit - time.monotonic())
     try:
@@ -207,28 +234,32 @@ def lint_file(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: bo
             outcome = _in_child(analyse, left)
     except _TimeUp:
         message = f"took longer than {limit:g} s (the per-file time limit, `file-time-limit`): not analysed"
-        return [InputError(display, message), FileChecked(display)]
+        return [InputError(display, message), FileChecked(display)], None
     except _Crashed as exc:
-        return [InputError(display, f"{exc}: not analysed"), FileChecked(display)]
+        return [InputError(display, f"{exc}: not analysed"), FileChecked(display)], None
     if outcome.write is not None:
         try:
             write_atomic(doc.path, outcome.write, doc)
         except NotWritten as exc:
-            return [*outcome.before, InputError(display, str(exc)), FileChecked(display)]
+            return [*outcome.before, InputError(display, str(exc)), FileChecked(display)], outcome.calls
         except (OSError, ValueError, RecursionError) as exc:
             error = InputError(display, f"cannot write the fixed file: {_one_line(exc)}")
-            return [*outcome.before, error, FileChecked(display)]
-    return [*outcome.findings, *outcome.errors, FileChecked(display, fixed=outcome.fixed)]
+            return [*outcome.before, error, FileChecked(display)], outcome.calls
+    return [*outcome.findings, *outcome.errors, FileChecked(display, fixed=outcome.fixed)], outcome.calls
 
 
-def _analyse(doc, display: str, rules, config: Config, found, fix: bool, unsafe: bool) -> _Outcome:
+def _analyse(doc, display: str, rules, config: Config, found, fix: bool, unsafe: bool,
+             run: _Run | None = None) -> _Outcome:
     """The findings (and with ``fix`` the fixed document) of one file; every failure an InputError in the outcome.
     Writes nothing: it may run in a child process, and the time limit must never cut a write short."""
     try:
-        findings = _check(doc, display, rules, config, found)
+        findings = _check(doc, display, rules, config, found, run)
         if fix:
-            return _fix(doc, display, rules, config, findings, unsafe)
-        return _Outcome(findings)
+            outcome = _fix(doc, display, rules, config, findings, unsafe)
+        else:
+            outcome = _Outcome(findings)
+        outcome.calls = run.calls if run is not None else None
+        return outcome
     except _ParseError as exc:
         prefix, line = _error_line(doc, exc.line)
         return _Outcome(errors=[InputError(display, prefix + exc.message, line)])

@@ -14,12 +14,15 @@ caches loop verdicts and per-function bindings so that each is computed once how
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
 import libcst as cst
 
+from tracelint.source.callers import Callers
 from tracelint.source.context import dotted_name, iter_children
+from tracelint.source.runcalls import Entry
 from tracelint.source.values import Tree, Values, callee_name, words
 from tracelint.source.vocab import STEP_HOOKS as _STEP_HOOKS
 
@@ -122,21 +125,28 @@ def _body_steps(body: cst.BaseSuite) -> bool:
     return any(_is_step_call(node) for node in _own_nodes(body))
 
 
-def _outer_loop(loop: cst.For | cst.While) -> bool:
+Steps = Callable[[cst.BaseSuite], bool]  # _body_steps, or Facts.body_steps (which follows calls in the file)
+
+
+def _outer_loop(loop: cst.For | cst.While, steps: Steps = _body_steps) -> bool:
     """A loop whose steps happen in a nested loop (``for update in range(n): ...; for mb in batches: opt.step()``)
     runs its own body once per pass, like an epoch loop, unless it also steps directly (``while True`` with
     gradient-accumulation micro-steps inside)."""
-    if _body_steps(loop.body):
+    if steps(loop.body):
         return False
-    return any(isinstance(node, (cst.For, cst.While)) and (_body_steps(node.body) or _outer_loop(node))
+    return any(isinstance(node, (cst.For, cst.While)) and (steps(node.body) or _outer_loop(node, steps))
                for node in _own_nodes(loop.body))
 
 
-def loop_description(loop: cst.For | cst.While, tree: Tree) -> str | None:
-    """How messages name ``loop`` when it is a per-step loop; None when it is not one."""
+def loop_description(loop: cst.For | cst.While, tree: Tree, steps: Steps = _body_steps) -> str | None:
+    """How messages name ``loop`` when it is a per-step loop; None when it is not one. ``steps(body)`` says whether a
+    body steps the optimizer itself (an epoch loop of full-batch training, ``for epoch in ...: train()`` where
+    ``train()`` steps once, is a per-step loop)."""
     if isinstance(loop, cst.For):
         target, iterable = tree.code_for(loop.target), loop.iter
         if "epoch" in target.lower() or "epoch" in tree.code_for(iterable).lower():
+            if steps(loop.body) and not _outer_loop(loop, steps):
+                return f"the loop over `{_short(tree.code_for(iterable))}`"
             return None
         if isinstance(iterable, (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.SimpleString)):
             return None
@@ -153,16 +163,16 @@ def loop_description(loop: cst.For | cst.While, tree: Tree) -> str | None:
                 low = text.lower()
                 hot = hot or any(s in low for s in _DATA_SUBSTRINGS) or bool(words(text) & _DATA_WORDS)
         hot = hot or _steppy_target(loop.target, iterable, tree)
-        if (hot or _body_steps(loop.body)) and not _outer_loop(loop):
+        if (hot or steps(loop.body)) and not _outer_loop(loop, steps):
             return f"the loop over `{_short(tree.code_for(iterable))}`"
         return None
     test = loop.test
-    if _outer_loop(loop):
+    if _outer_loop(loop, steps):
         return None
     if isinstance(test, cst.Name) and test.value == "True" or isinstance(test, cst.Integer) and test.value != "0":
         return f"the `while {test.value}` loop"
     text = tree.code_for(test)
-    if _steppy(text) or ("epoch" not in text.lower() and _body_steps(loop.body)):
+    if _steppy(text) or ("epoch" not in text.lower() and steps(loop.body)):
         return f"the `while {_short(text)}` loop"
     return None
 
@@ -266,6 +276,10 @@ class Facts(Values):
         # block -> (statement -> its index, index of the first statement that skips the rest): computed once per
         # block, as every call in a loop asks (once a scan of the block per call: quadratic in long loops).
         self._skips: dict[cst.IndentedBlock, tuple[dict[cst.CSTNode, int], int]] = {}
+        self._body_steps: dict[cst.BaseSuite, bool] = {}
+        # Functions of this file that per-step loops of other files of the run call ({"f" or "C.m": Entry}).
+        self.entries: dict[str, Entry] = getattr(tree, "entries", None) or {}
+        self.callers = Callers(self)
 
     def _skipped_by_continue(self, block: cst.IndentedBlock, stmt: cst.CSTNode) -> bool:
         """True when an earlier ``if <mostly true>: continue`` in ``block`` skips ``stmt`` on most steps."""
@@ -304,8 +318,19 @@ class Facts(Values):
     # -- hot loops ------------------------------------------------------------------------------------------
     def loop_description(self, loop: cst.For | cst.While) -> str | None:
         if loop not in self._loops:
-            self._loops[loop] = loop_description(loop, self.tree)
+            self._loops[loop] = loop_description(loop, self.tree, self.body_steps)
         return self._loops[loop]
+
+    def body_steps(self, body: cst.BaseSuite) -> bool:
+        """Does ``body`` step the optimizer itself, or through a call of a function of this file whose own body
+        does (``for epoch in range(n): train()`` where ``train()`` runs one full-batch step)?"""
+        known = self._body_steps.get(body)
+        if known is None:
+            self._body_steps[body] = False  # recursion (a function calling itself) stops here
+            known = self._body_steps[body] = _body_steps(body) or any(
+                isinstance(node, cst.Call) and any(_body_steps(fn.body) for fn in self.callers.callees(node))
+                for node in _own_nodes(body))
+        return known
 
     def _comprehension_loop(self, comp: cst.CSTNode) -> str | None:
         for_in = getattr(comp, "for_in", None)
@@ -317,15 +342,20 @@ class Facts(Values):
             return f"the comprehension over `{_short(self.tree.code_for(for_in.iter))}`"
         return None
 
-    def hot_loop(self, node: cst.CSTNode) -> HotLoop | None:
-        """The per-step loop ``node`` runs in on every iteration, or None (see the module docstring)."""
+    def hot_loop(self, node: cst.CSTNode, depth: int = 0) -> HotLoop | None:
+        """The per-step loop ``node`` runs in on every iteration, or None (see the module docstring). Out of a
+        function body, the function's per-step callers (callers.py) decide; ``depth`` counts the calls followed."""
         tree = self.tree
         child, parent = node, tree.parent(node)
         while parent is not None:
-            if isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-                if isinstance(parent, cst.FunctionDef) and parent.name.value in _STEP_HOOKS and child is parent.body:
+            if isinstance(parent, cst.Lambda) and isinstance(tree.parent(parent), cst.Arg):
+                pass  # map(lambda t: t.item(), losses): runs where the call that takes it runs
+            elif isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                if not isinstance(parent, cst.FunctionDef) or child is not parent.body:
+                    return None
+                if parent.name.value in _STEP_HOOKS:
                     return HotLoop(parent, f"`{parent.name.value}` (runs every step)")
-                return None
+                return self.callers.per_step(parent, depth)
             if isinstance(parent, cst.If):
                 polarity = guard_polarity(parent.test, tree)
                 if child is parent.body and (polarity == 1 or _ends_loop_or_function(parent.body)):

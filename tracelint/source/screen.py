@@ -11,8 +11,9 @@ a clean file through, it must never hold back one with findings. What it leaves 
 per-step loop, periodic/rare guards, most of the host/tensor inference. What it keeps, so that ordinary clean code
 is screened out:
 - the sync kinds (TL1xx) count only in files that import torch, only inside a ``for``/``while`` loop, a
-  comprehension or a step hook (``training_step``, ...) of the same function (a nested def/lambda/class is not
-  in the loop), and only where a value could be a tensor by the rules' own inference (``kind`` in values.py):
+  comprehension, a step hook (``training_step``, ...) or a function the file calls somewhere (callers.py follows
+  calls into it; a class body is not in the loop; a file analysed with entry points from other files of the run
+  is not screened at all), and only where a value could be a tensor by the rules' own inference (``kind`` in values.py):
   literals and containers, ``is``/``in`` comparisons, ``and``/``or``, attributes like ``.shape``, calls of
   unshadowed builtins and host methods (``.item()``, ``.size()``, ...), and names only ever assigned such values
   are host values; anything else may be a tensor;
@@ -35,6 +36,7 @@ from tracelint.engine.catalog import catalog
 from tracelint.source.vocab import (
     BUILTINS,
     DATA_DEPENDENT,
+    EXTERNAL_MODULES,
     HOST_ATTRS,
     HOST_METHODS,
     LOGGING,
@@ -53,6 +55,9 @@ MASK_INDEX = "mask-index"          # x[mask] with a mask-shaped index           
 DATALOADER = "dataloader"          # a DataLoader call                                    TL201, TL202
 PINNED_COPY = "pinned-copy"        # .to() / .cuda() in a loop of a file that builds a DataLoader    TL203
 ZERO_GRAD = "zero-grad"            # zero_grad(set_to_none=False)                         TL301
+# Not a rule's kind: a per-step call of a function the file imports from outside the known libraries (a module of
+# the project), which a run of several files must analyse to follow (callers.py).
+PROJECT_CALL = "project-call"
 
 _SYNC_KINDS = frozenset({ITEM, HOST_COPY, SCALAR, FORMAT, SYNCHRONIZE, DATA_DEPENDENT_CALL, MASK_INDEX})
 SITE_KINDS = _SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD}
@@ -88,6 +93,7 @@ class Look:
     sites: frozenset[str] | None
     too_complex: bool = False
     depth: int = 0
+    defines: frozenset[str] = frozenset()  # "f", "C.m": module-level functions and methods (runcalls.RunCalls)
 
 
 def parse_quietly(text: str) -> ast.Module:
@@ -108,9 +114,20 @@ def examine(text: str) -> Look:
         return Look(None)
     screen = _Screen(tree)
     try:
-        return Look(screen.run(), depth=screen.depth)
+        return Look(screen.run(), depth=screen.depth, defines=_defines(tree))
     except Exception:  # noqa: BLE001 - RecursionError, or a bug here: then nothing is screened out (always sound)
         return Look(None, depth=screen.depth)
+
+
+def _defines(tree: ast.Module) -> frozenset[str]:
+    names: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, ast.ClassDef):
+            names.update(f"{stmt.name}.{item.name}" for item in stmt.body
+                         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return frozenset(names)
 
 
 def _dotted(expr: ast.expr) -> str | None:
@@ -138,6 +155,7 @@ class _Screen:
         self.values: dict[ast.AST, dict[str, list[ast.expr]]] = {}  # scope -> name -> assigned values
         self.torch = False
         self.called: set[str] = set()           # the last names of every callee (the call:NAME kinds)
+        self.call_names: set[str] = set()       # the last names of every callee as written (pass 1)
         self.depth = 0                          # the depth of the tree
         self.device_copy = False
 
@@ -197,6 +215,11 @@ class _Screen:
                 for item in node.items:
                     if item.optional_vars is not None:
                         self._count(item.optional_vars, assigned)
+            elif isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+                if name is not None:
+                    self.call_names.add(name)
             elif isinstance(node, ast.ExceptHandler) and node.name:
                 assigned[node.name] = assigned.get(node.name, 0) + 1
                 self.bound.add(node.name)
@@ -340,9 +363,11 @@ class _Screen:
         while work:
             node, scope, hot = work.pop()
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                scope, hot = node, node.name in STEP_HOOKS
-            elif isinstance(node, (ast.Lambda, ast.ClassDef)):
-                scope = node if isinstance(node, ast.Lambda) else scope
+                # a function the file calls may be called per step (callers.py follows the call)
+                scope, hot = node, node.name in STEP_HOOKS or node.name in self.call_names
+            elif isinstance(node, ast.Lambda):
+                scope = node  # a lambda runs where it is called (map(lambda t: t.item(), ...) in the loop)
+            elif isinstance(node, ast.ClassDef):
                 hot = False
             elif isinstance(node, _LOOPS):
                 hot = True
@@ -386,6 +411,8 @@ class _Screen:
             self.device_copy = True  # anywhere: TL203 follows batch names into defs nested in the loop
         if not hot:
             return
+        if PROJECT_CALL not in found and self._project_call(func, scope):
+            found.add(PROJECT_CALL)
         if "synchronize" in leaves:
             found.add(SYNCHRONIZE)
         if leaves & DATA_DEPENDENT or "where" in leaves:
@@ -421,6 +448,28 @@ class _Screen:
                 values = []
             if values and self._first_tensor(values, scope):
                 found.add(FORMAT)
+
+    def _project_call(self, func: ast.expr, scope: ast.AST) -> bool:
+        """``helper(x)``/``mod.helper(x)`` of an import, or ``obj.m(x)`` where ``obj = Imported(...)``, when the
+        import is not of a known library."""
+        root = func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return False
+        if root.id in self.imports:
+            return self.imports[root.id].lstrip(".").split(".")[0] not in EXTERNAL_MODULES or \
+                self.imports[root.id].startswith(".")
+        if isinstance(func, ast.Attribute) and func.value is root:
+            for value in self.values.get(scope, {}).get(root.id, ()):
+                if isinstance(value, ast.Call) and value.func is not func:
+                    callee = value.func
+                    while isinstance(callee, ast.Attribute):
+                        callee = callee.value
+                    if isinstance(callee, ast.Name) and callee.id in self.imports and self._project_call(value.func,
+                                                                                                        scope):
+                        return True
+        return False
 
     def _cpu(self, expr: ast.expr) -> bool:
         if _is_str(expr):

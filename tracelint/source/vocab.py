@@ -23,3 +23,9 @@ HOST_METHODS = frozenset({
     "startswith", "endswith", "append", "get", "copy", "dumps", "is_floating_point", "is_complex", "storage_offset",
 })
 HOST_ATTRS = frozenset({"shape", "ndim", "device", "dtype", "is_cuda", "requires_grad", "layout", "is_leaf", "names"})
+# Top-level modules whose functions are never a file of the run (callers.py, screen.py: calls across the run's files).
+EXTERNAL_MODULES = frozenset({
+    "torch", "torchvision", "torchaudio", "numpy", "builtins", "math", "os", "sys", "time", "random", "json",
+    "logging", "collections", "functools", "itertools", "typing", "re", "wandb", "tqdm", "transformers", "pathlib",
+    "shutil", "copy", "pickle", "argparse", "datetime", "scipy", "sklearn", "pandas", "PIL", "cv2", "matplotlib",
+})

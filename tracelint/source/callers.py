@@ -1,0 +1,213 @@
+"""Calls followed within a file and across the files of one run (issue #12): a function called once per step runs
+once per step.
+
+A sync in ``def train(): ...; return loss.item()`` is a per-step sync when ``train()`` is called inside a per-step
+loop (``for epoch in range(epochs): train(epoch)`` of a full-batch model, ``for batch in loader: self.run_step()``).
+``Facts.hot_loop`` (loops.py) asks ``Callers.per_step(function)`` when it climbs out of a function body:
+
+- **Within the file** (``CallIndex``, one walk of the module on first use, which also gives every node its parent):
+  a module-level or nested ``def f`` is called by ``f(...)`` in the scope that defines it; a method ``def m`` of
+  ``class C`` by ``self.m(...)``/``cls.m(...)`` inside ``C``, ``C.m(...)``, or ``obj.m(...)`` where ``obj = C(...)``.
+  The function is per-step when one of those calls is itself per-step (``hot_loop`` of the call: a guarded call,
+  ``if step % 100 == 0: evaluate()``, is not). Chains are followed to ``MAX_DEPTH`` calls; recursion stops.
+- **Across the files of one run** (``tracelint check .``, or the files pre-commit passes): each analysed file
+  reports its per-step calls of functions it imports (``RunCalls.hot_calls``: ``from .metrics import accuracy``,
+  ``import utils; utils.to_cpu(x)``, ``agent = algo.PPO(...); agent.update(...)``) and the functions it defines.
+  ``resolve`` maps each call to the file of the run that defines the function (the imported module's path, relative
+  imports from the calling file's folder, else the one file of the run that defines that name), and that file is
+  analysed again with the function as an entry point (``Entry``). A file linted alone (pre-commit on the helper
+  module only) has no callers from other files: its functions are judged on their own.
+
+The message names the chain: "`loss.item()` in `train()` (called at line 120) in the loop over
+`range(args.epochs)`", and for another file "(called at train.py:88)".
+"""
+from __future__ import annotations
+
+from pathlib import PurePath
+
+import libcst as cst
+
+from tracelint.source.context import dotted_name, iter_children
+from tracelint.source.runcalls import HotCall, RunCalls
+from tracelint.source.values import callee_name
+from tracelint.source.vocab import EXTERNAL_MODULES
+
+MAX_DEPTH = 4  # calls followed from a sync to the per-step loop (train() -> step() -> log() -> sync)
+_SELF = frozenset({"self", "cls"})
+
+
+def qualname(fn: cst.FunctionDef, tree) -> str | None:
+    """``f`` for a module-level function, ``C.m`` for a method of a module-level class; None for nested ones."""
+    parent = _owner(fn, tree)
+    if isinstance(parent, cst.Module):
+        return fn.name.value
+    if isinstance(parent, cst.ClassDef) and isinstance(_owner(parent, tree), cst.Module):
+        return f"{parent.name.value}.{fn.name.value}"
+    return None
+
+
+def _owner(node: cst.CSTNode, tree) -> cst.CSTNode | None:
+    """The function, class or module whose body holds ``node``."""
+    for parent in tree.ancestors(node):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Module, cst.Lambda)):
+            return parent
+    return None
+
+
+class CallIndex:
+    """Every call of a file by callee name, and every node's parent (set on the tree): one walk of the module."""
+
+    def __init__(self, tree) -> None:
+        self.tree = tree
+        self.calls: dict[str, list[cst.Call]] = {}
+        self.functions: list[cst.FunctionDef] = []
+        set_parent = getattr(tree, "_set_parent", None)
+        stack: list[cst.CSTNode] = [tree.module]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Call):
+                name = callee_name(node)
+                if name is not None:
+                    self.calls.setdefault(name, []).append(node)
+            elif isinstance(node, cst.FunctionDef):
+                self.functions.append(node)
+            for child in iter_children(node):
+                if set_parent is not None:
+                    set_parent(child, node)
+                stack.append(child)
+
+    def inside(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+        return any(parent is scope for parent in self.tree.ancestors(node))
+
+
+class Callers:
+    """The per-file call following behind ``Facts.hot_loop`` (see the module docstring)."""
+
+    def __init__(self, facts) -> None:
+        self.facts = facts
+        self.tree = facts.tree
+        self._index: CallIndex | None = None
+        self._by_name: dict[str, list[cst.FunctionDef]] | None = None
+        self._callers: dict[cst.FunctionDef, list[cst.Call]] = {}
+        self._verdicts: dict[cst.FunctionDef, object] = {}
+        self._open: set[cst.FunctionDef] = set()
+
+    @property
+    def index(self) -> CallIndex:
+        if self._index is None:
+            self._index = CallIndex(self.tree)
+        return self._index
+
+    # -- within the file --------------------------------------------------------------------------------------
+    def callers(self, fn: cst.FunctionDef) -> list[cst.Call]:
+        """The calls of ``fn`` in this file (see the module docstring for which calls count)."""
+        known = self._callers.get(fn)
+        if known is not None:
+            return known
+        index, tree = self.index, self.tree
+        name = fn.name.value
+        owner = _owner(fn, tree)
+        found = []
+        for call in index.calls.get(name, ()):
+            func = call.func
+            if isinstance(owner, cst.ClassDef):
+                if not isinstance(func, cst.Attribute):
+                    continue
+                receiver = func.value
+                if isinstance(receiver, cst.Name) and receiver.value in _SELF:
+                    if index.inside(call, owner):
+                        found.append(call)
+                elif dotted_name(receiver) == owner.name.value or self._instance_of(receiver, owner):
+                    found.append(call)
+            elif isinstance(func, cst.Name):
+                if isinstance(owner, cst.Module) or owner is not None and index.inside(call, owner):
+                    found.append(call)
+        self._callers[fn] = found
+        return found
+
+    def callees(self, call: cst.Call) -> list[cst.FunctionDef]:
+        """The functions of this file ``call`` may call (the inverse of ``callers``)."""
+        name = callee_name(call)
+        if name is None:
+            return []
+        if self._by_name is None:
+            self._by_name = {}
+            for fn in self.index.functions:
+                self._by_name.setdefault(fn.name.value, []).append(fn)
+        return [fn for fn in self._by_name.get(name, ()) if any(c is call for c in self.callers(fn))]
+
+    def _instance_of(self, receiver: cst.BaseExpression, cls: cst.ClassDef) -> bool:
+        """``obj`` bound by ``obj = C(...)`` before the call, in its function."""
+        if not isinstance(receiver, cst.Name):
+            return False
+        value = self.facts.value_of(receiver)
+        return isinstance(value, cst.Call) and callee_name(value) == cls.name.value
+
+    def per_step(self, fn: cst.FunctionDef, depth: int = 0):
+        """The HotLoop through which ``fn``'s body runs every step (an in-file per-step call, or an entry point from
+        another file of the run), or None."""
+        if fn in self._verdicts:
+            return self._verdicts[fn]
+        if fn in self._open or depth > MAX_DEPTH:
+            return None
+        from tracelint.source.loops import HotLoop
+
+        self._open.add(fn)
+        try:
+            verdict = None
+            for call in self.callers(fn):
+                loop = self.facts.hot_loop(call, depth + 1)
+                if loop is not None:
+                    description = f"`{fn.name.value}()` (called at {self._where(call)}) in {loop.description}"
+                    verdict = HotLoop(loop.node, description, loop.on_device)
+                    break
+            if verdict is None:
+                entry = self.facts.entries.get(qualname(fn, self.tree) or "")
+                if entry is not None:
+                    verdict = HotLoop(fn, entry.description, entry.on_device)
+        finally:
+            self._open.discard(fn)
+        self._verdicts[fn] = verdict
+        return verdict
+
+    def _where(self, call: cst.Call, with_path: bool = False) -> str:
+        location = self.tree.location(call)
+        where = f"line {location.line}" if not with_path else f"{_short_path(location.path)}:{location.line}"
+        return where if location.cell is None else f"cell {location.cell}, {where}"
+
+    # -- across the files of a run ----------------------------------------------------------------------------
+    def run_calls(self, on_device: bool) -> RunCalls:
+        """The functions this file defines and its per-step calls of imported functions (``RunCalls``)."""
+        tree = self.tree
+        defines = frozenset(q for fn in self.index.functions if (q := qualname(fn, tree)) is not None)
+        hot: list[HotCall] = []
+        seen: set[str] = set()
+        for name, calls in self.index.calls.items():
+            for call in calls:
+                target = self._imported(call)
+                if target is None or target in seen:
+                    continue
+                loop = self.facts.hot_loop(call)
+                if loop is None:
+                    continue
+                seen.add(target)
+                description = f"`{name}()` (called at {self._where(call, with_path=True)}) in {loop.description}"
+                hot.append(HotCall(target, description, on_device or loop.on_device))
+        return RunCalls(defines, tuple(hot))
+
+    def _imported(self, call: cst.Call) -> str | None:
+        """The qualified name of an imported function or method ``call`` calls, or None."""
+        func = call.func
+        target = self.tree.qualified_name(func)
+        if target is None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            value = self.facts.value_of(func.value)  # agent = algo.PPO(...); agent.update(...)
+            if isinstance(value, cst.Call):
+                cls = self.tree.qualified_name(value.func)
+                target = f"{cls}.{func.attr.value}" if cls else None
+        if target is None or target.split(".")[0] in EXTERNAL_MODULES:
+            return None
+        return target
+
+
+def _short_path(path: str) -> str:
+    return PurePath(path).name

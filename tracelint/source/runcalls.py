@@ -1,0 +1,84 @@
+"""What the files of one run tell each other about per-step calls (callers.py), as plain data, and ``resolve``,
+which maps each file's per-step calls of imported functions to the files of the run that define them. No libcst
+here: lint.py imports this before it knows whether a file needs parsing."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_ROUNDS = 3  # cross-file passes (a helper module's helper in a third file)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A function of this file that a per-step loop of another file of the run calls."""
+
+    description: str  # how the loop is named at the sync: "`accuracy()` (called at train.py:88) in the loop over ..."
+    on_device: bool   # the calling file puts work on a CUDA device
+
+
+@dataclass(frozen=True, slots=True)
+class HotCall:
+    """A per-step call of a function another module defines, as the calling file names it."""
+
+    target: str       # "pkg.metrics.accuracy", ".trainer.run" (relative), "pkg.algo.PPO.update" (a method)
+    description: str
+    on_device: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RunCalls:
+    """What one analysed file tells the others of the run (plain data: it comes back from a worker by pickle)."""
+
+    defines: frozenset[str] = frozenset()  # "f", "C.m": module-level functions and methods of module-level classes
+    hot_calls: tuple[HotCall, ...] = ()
+
+
+# -- resolving the calls of a run -----------------------------------------------------------------------------
+@dataclass
+class _Module:
+    path: Path
+    parts: tuple[str, ...]  # the path's parts without ".py" ("__init__" dropped)
+    calls: RunCalls = field(default_factory=RunCalls)
+
+
+def resolve(files: dict[Path, RunCalls]) -> dict[Path, dict[str, Entry]]:
+    """The entry points of each file of a run: {file: {"f" or "C.m": Entry}} from the others' per-step calls."""
+    modules = [_Module(p, _parts(p), c) for p, c in files.items()]
+    entries: dict[Path, dict[str, Entry]] = {}
+    for caller in modules:
+        for call in caller.calls.hot_calls:
+            for module, member in _candidates(call.target, caller, modules):
+                if module.path != caller.path:
+                    entries.setdefault(module.path, {}).setdefault(member, Entry(call.description, call.on_device))
+                break
+    return entries
+
+
+def _parts(path: Path) -> tuple[str, ...]:
+    parts = path.resolve().with_suffix("").parts
+    return parts[:-1] if parts and parts[-1] == "__init__" else parts
+
+
+def _candidates(target: str, caller: _Module, modules: list[_Module]):
+    """(module, member) pairs ``target`` may name, the most specific first: a module of the run whose path ends with
+    the import's module path (relative imports from the caller's folder) and defines the member; else the one module
+    of the run that defines the member."""
+    dots = len(target) - len(target.lstrip("."))
+    names = target.lstrip(".").split(".")
+    base = caller.path.resolve().parent.parts[: len(caller.path.resolve().parent.parts) - max(0, dots - 1)]
+    for split in (len(names) - 1, len(names) - 2):
+        if split < 0:
+            continue
+        module_parts, member = tuple(names[:split]), ".".join(names[split:])
+        want = base + module_parts if dots else module_parts
+        for module in modules:
+            if member in module.calls.defines and want and module.parts[-len(want):] == want:
+                yield module, member
+                return
+    member_options = (".".join(names[-2:]), names[-1]) if len(names) > 1 else (names[-1],)
+    for member in member_options:
+        defining = [m for m in modules if member in m.calls.defines]
+        if len(defining) == 1:
+            yield defining[0], member
+            return
