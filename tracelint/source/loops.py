@@ -21,9 +21,11 @@ from weakref import WeakKeyDictionary
 import libcst as cst
 
 from tracelint.source.callers import Callers
+from tracelint.source.calls import literal
 from tracelint.source.context import dotted_name, iter_children
 from tracelint.source.runcalls import Entry
 from tracelint.source.values import Tree, Values, callee_name, words
+from tracelint.source.values import _is_number as is_number
 from tracelint.source.vocab import STEP_HOOKS as _STEP_HOOKS
 
 
@@ -109,14 +111,43 @@ def _is_step_call(node: cst.CSTNode) -> bool:
     return attr == "backward" or attr == "step" and bool(words(dotted_name(node.func.value) or "") & _STEPPERS)
 
 
+# A nested loop over these is part of one step (``for opt in optimizers: opt.step()``), never a loop of steps.
+_MEMBER_WORDS = frozenset({
+    "optimizer", "optimizers", "optim", "optims", "opt", "opts", "scheduler", "schedulers", "sched", "scheds",
+    "model", "models", "net", "nets", "networks", "param", "params", "parameters", "group", "groups", "loss", "losses",
+})
+
+
+def member_loop(loop: cst.CSTNode) -> bool:
+    """A loop over a fixed set of things within one step: a literal container (``for domain in ['A', 'B']``), a
+    container's members (``.items()``, ``.parameters()``, ``param_groups``), or optimizers/models/losses
+    (``for opt, sched in zip(optimizers, schedulers)``)."""
+    if not isinstance(loop, cst.For):
+        return False
+    sources = _unwrap_iterable(loop.iter)
+    for source in sources:
+        if isinstance(source, (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.SimpleString)):
+            continue
+        if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and \
+                source.func.attr.value in _MEMBER_METHODS:
+            continue
+        name = dotted_name(source)
+        if name is not None and words(name.rsplit(".", 1)[-1]) & _MEMBER_WORDS:
+            continue
+        return False
+    return bool(sources)
+
+
 def _own_nodes(body: cst.CSTNode):
-    """The nodes of a loop body that run once per iteration of that loop: not inside nested loops or defs.
-    Nested loops themselves are yielded (not their insides)."""
+    """The nodes of a loop body that run once per iteration of that loop: not inside nested loops (except loops over
+    a fixed set of members, ``member_loop``) or defs. Nested loops themselves are yielded (not their insides)."""
     stack = list(iter_children(body))
     while stack:
         node = stack.pop()
         yield node
-        if not isinstance(node, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if isinstance(node, (cst.For, cst.While)) and not member_loop(node):
+            continue
+        if not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             stack.extend(iter_children(node))
 
 
@@ -134,14 +165,22 @@ def _outer_loop(loop: cst.For | cst.While, steps: Steps = _body_steps) -> bool:
     gradient-accumulation micro-steps inside)."""
     if steps(loop.body):
         return False
-    return any(isinstance(node, (cst.For, cst.While)) and (steps(node.body) or _outer_loop(node, steps))
-               for node in _own_nodes(loop.body))
+    return any(isinstance(node, (cst.For, cst.While)) and not member_loop(node) and not runs_once(node)
+               and (steps(node.body) or _outer_loop(node, steps)) for node in _own_nodes(loop.body))
+
+
+def runs_once(loop: cst.For | cst.While) -> bool:
+    """A loop whose body ends in ``break``/``return``/``raise`` (or a call that exits) runs its body once: a
+    one-batch look at a loader, a timed block that returns. It is not a loop of steps."""
+    return _ends_loop_or_function(loop.body)
 
 
 def loop_description(loop: cst.For | cst.While, tree: Tree, steps: Steps = _body_steps) -> str | None:
     """How messages name ``loop`` when it is a per-step loop; None when it is not one. ``steps(body)`` says whether a
     body steps the optimizer itself (an epoch loop of full-batch training, ``for epoch in ...: train()`` where
     ``train()`` steps once, is a per-step loop)."""
+    if runs_once(loop):
+        return None
     if isinstance(loop, cst.For):
         target, iterable = tree.code_for(loop.target), loop.iter
         if "epoch" in target.lower() or "epoch" in tree.code_for(iterable).lower():
@@ -186,6 +225,8 @@ _FLAG_WORDS = frozenset({
     "verbose", "debug", "debugging", "dry", "profile", "profiling", "profiler", "trace", "tracing", "visualize",
     "vis", "viz", "plot", "plotting", "sanity", "log", "logging", "wandb", "tensorboard", "print", "last", "first",
     "should", "video", "capture", "render", "record", "recording", "save", "checkpoint",
+    # opt-in switches that exist to synchronize, time or benchmark (``if args.synchronize_step:``)
+    "synchronize", "sync", "timing", "timer", "timed", "benchmark", "benchmarking", "measure",
 })
 _ACCUMULATION_WORDS = frozenset({"accum", "accumulate", "accumulation", "accumulations", "grad", "gradient"})
 
@@ -216,12 +257,14 @@ def _is_counter(expr: cst.BaseExpression, tree: Tree) -> bool:
     return bool(found & _COUNTER_WORDS) or any(s in text.lower() for s in _COUNTER_SUBSTRINGS)
 
 
-def guard_polarity(test: cst.BaseExpression, tree: Tree) -> int:
-    """+1 when ``test`` is rarely true (periodic, first/last step, opt-in flag), -1 when it is rarely false, else 0."""
+def guard_polarity(test: cst.BaseExpression, tree: Tree, facts: Facts | None = None) -> int:
+    """+1 when ``test`` is rarely true (periodic, first/last step, the end of training, capped work, opt-in flag),
+    -1 when it is rarely false, else 0. With ``facts``, names are looked up: ``step % log_interval`` with a module
+    constant ``log_interval = 1`` is every step; ``j <= 4`` where ``j`` counts (a loop index, ``n += 1``) is capped."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return -guard_polarity(test.expression, tree)
+        return -guard_polarity(test.expression, tree, facts)
     if isinstance(test, cst.BooleanOperation):
-        left, right = guard_polarity(test.left, tree), guard_polarity(test.right, tree)
+        left, right = guard_polarity(test.left, tree, facts), guard_polarity(test.right, tree, facts)
         if isinstance(test.operator, cst.And):
             return 1 if 1 in (left, right) else (-1 if left == right == -1 else 0)
         return -1 if -1 in (left, right) else (1 if left == right == 1 else 0)
@@ -230,6 +273,8 @@ def guard_polarity(test: cst.BaseExpression, tree: Tree) -> int:
         # ``(i + 1) % accumulation_steps == 0`` is true once per optimizer step: still every step.
         if words(tree.code_for(modulo.right)) & _ACCUMULATION_WORDS:
             return 0
+        if facts is not None and facts.constant_int(modulo.right) == 1:
+            return 0  # ``% log_interval`` with ``log_interval = 1``: every step
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
             op = test.comparisons[0].operator
             return 1 if isinstance(op, cst.Equal) else (-1 if isinstance(op, cst.NotEqual) else 0)
@@ -238,6 +283,14 @@ def guard_polarity(test: cst.BaseExpression, tree: Tree) -> int:
         op, right = test.comparisons[0].operator, test.comparisons[0].comparator
         if isinstance(op, (cst.Equal, cst.NotEqual)) and (_is_counter(test.left, tree) or _is_counter(right, tree)):
             return 1 if isinstance(op, cst.Equal) else -1  # ``step == 0``, ``i == len(loader) - 1``
+        if isinstance(op, (cst.GreaterThan, cst.GreaterThanEqual)) and _is_counter(test.left, tree) and \
+                words(tree.code_for(right)) & _END_WORDS:
+            return 1  # ``if step >= args.max_steps:``: the end of training
+        if isinstance(op, (cst.LessThan, cst.LessThanEqual)) and facts is not None and \
+                _small_int(right) and facts.counts(test.left):
+            return 1  # ``if j <= 4:``, ``if printed < 5:``: a few times, then never
+        if isinstance(op, cst.In) and facts is not None and facts.counts(test.left):
+            return 1  # ``if i in sample_ids:``: a few chosen steps
         return 0
     if isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
         func = test.func if isinstance(test, cst.Call) else test
@@ -248,12 +301,38 @@ def guard_polarity(test: cst.BaseExpression, tree: Tree) -> int:
     return 0
 
 
-def _ends_loop_or_function(body: cst.BaseSuite) -> bool:
+_END_WORDS = frozenset({"max", "total", "end", "last", "limit", "stop", "final"})
+_CAP = 32  # ``counter < N`` with a literal N up to this is capped work
+
+
+def _small_int(expr: cst.BaseExpression) -> bool:
+    value = literal(expr) if isinstance(expr, cst.Integer) else None
+    return isinstance(value, int) and value <= _CAP
+
+
+_REPORTERS = frozenset({"print", "warn", "warning", "info", "debug", "error", "log", "write"})
+
+
+def _reports(call: cst.Call, tree: Tree) -> bool:
+    """``print(...)``, ``logger.warning(...)``, ``warnings.warn(...)``: a call that only reports."""
+    name = callee_name(call)
+    return name in _REPORTERS and (name != "print" or tree.qualified_name(call.func) in (None, "builtins.print"))
+
+
+_EXITS = frozenset({"sys.exit", "builtins.exit", "builtins.quit", "os._exit", "os.abort"})
+
+
+def _ends_loop_or_function(body: cst.BaseSuite, tree: Tree | None = None) -> bool:
+    """The block ends in ``break``/``return``/``raise`` or ``sys.exit()``: a terminal path."""
     stmts = body.body
     if not stmts:
         return False
     last = stmts[-1]
     small = last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else last
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        func = small.value.func
+        name = tree.qualified_name(func) if tree is not None else None
+        return name in _EXITS or (name is None and dotted_name(func) in ("sys.exit", "exit", "quit", "os._exit"))
     return isinstance(small, (cst.Break, cst.Return, cst.Raise))
 
 
@@ -315,6 +394,54 @@ class Facts(Values):
                     return True
         return False
 
+    # -- guards -----------------------------------------------------------------------------------------------
+    def guard_polarity(self, test: cst.BaseExpression) -> int:
+        return guard_polarity(test, self.tree, self)
+
+    def _diagnostic(self, guard: cst.If) -> bool:
+        """``if torch.min(y) < -1.: print(...)``: a threshold check whose body only reports (print, logging,
+        warnings) runs when something is off, not every step (the test itself still runs every step)."""
+        test = guard.test
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return False
+        op, right = test.comparisons[0].operator, test.comparisons[0].comparator
+        if not isinstance(op, (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)):
+            return False
+        if not any(is_number(side) for side in (test.left, right)) or self.counts(test.left) or \
+                _is_counter(test.left, self.tree):
+            return False
+        body = guard.body.body
+        return bool(body) and all(
+            isinstance(stmt, cst.SimpleStatementLine) and all(
+                isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and _reports(small.value, self.tree)
+                for small in stmt.body)
+            for stmt in body)
+
+    def counts(self, expr: cst.BaseExpression) -> bool:
+        """``expr`` is a counter: ``len(...)``, a loop index, or a name only ever incremented (``n += 1``)."""
+        if isinstance(expr, cst.Call) and self.tree.qualified_name(expr.func) == "builtins.len":
+            return True
+        if not isinstance(expr, cst.Name):
+            return False
+        bound = self.bindings(self.scope_of(expr)).bindings.get(expr.value, ())
+        return any(b.loop_index or b.augmented for b in bound)
+
+    def constant_int(self, expr: cst.BaseExpression) -> int | None:
+        """The value of an integer literal, or of a name the module binds once to one (``log_interval = 1``)."""
+        if isinstance(expr, cst.Integer):
+            value = literal(expr)
+            return value if isinstance(value, int) else None
+        if not isinstance(expr, cst.Name):
+            return None
+        scope = self.scope_of(expr)
+        bound = self.bindings(scope).bindings.get(expr.value, ())
+        if not bound and not isinstance(scope, cst.Module):
+            module = getattr(self.tree, "module", None)
+            bound = self.bindings(module).bindings.get(expr.value, ()) if module is not None else ()
+        if len(bound) == 1 and isinstance(bound[0].value, cst.Integer) and not bound[0].augmented:
+            return self.constant_int(bound[0].value)
+        return None
+
     # -- hot loops ------------------------------------------------------------------------------------------
     def loop_description(self, loop: cst.For | cst.While) -> str | None:
         if loop not in self._loops:
@@ -357,11 +484,18 @@ class Facts(Values):
                     return HotLoop(parent, f"`{parent.name.value}` (runs every step)")
                 return self.callers.per_step(parent, depth)
             if isinstance(parent, cst.If):
-                polarity = guard_polarity(parent.test, tree)
-                if child is parent.body and (polarity == 1 or _ends_loop_or_function(parent.body)):
+                polarity = self.guard_polarity(parent.test)
+                # a periodic guard around the model's own update is its update cadence (``if i % n_critic == 0:``
+                # around the generator's step), not a logging interval
+                if polarity != 0 and self.body_steps(parent.body if polarity == 1 else parent.orelse or parent.body):
+                    polarity = 0
+                if child is parent.body and (polarity == 1 or _ends_loop_or_function(parent.body, tree)
+                                             or self._diagnostic(parent)):
                     return None
                 if child is parent.orelse and polarity == -1:
                     return None
+            elif isinstance(parent, cst.ExceptHandler):
+                return None  # an exception handler is a rare path
             elif isinstance(parent, cst.IndentedBlock) and self._skipped_by_continue(parent, child):
                 return None
             elif isinstance(parent, cst.For):
