@@ -9,7 +9,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from tracelint.engine import Config, Edit, FileChecked, Finding, InputError
+from tracelint.engine import Config, Edit, FileChecked, Finding, Fix, InputError
 from tracelint.source import lint_paths
 from tracelint.source.fix import apply_edits
 
@@ -93,8 +93,12 @@ def test_without_fix_nothing_is_written(tmp_path):
 def test_fix_that_would_not_parse_is_not_written(tmp_path, monkeypatch):
     from tracelint.source.rules import input as input_rules
 
-    monkeypatch.setattr(input_rules.DataLoaderWithoutPinnedMemory, "replace",
-                        lambda self, node, new: self.edit(node, "DataLoader(ds,,"))
+    report = input_rules.DataLoaderWithoutPinnedMemory.report
+
+    def broken(self, node, message, *, fix=None, **options):  # the rule's fix, whatever builds it, breaks the file
+        report(self, node, message, fix=Fix(fix.title, (self.edit(node, "DataLoader(ds,,"),)), **options)
+
+    monkeypatch.setattr(input_rules.DataLoaderWithoutPinnedMemory, "report", broken)
     path = tmp_path / "train.py"
     path.write_text(SCRIPT)
     items = run(path, fix=True)

@@ -1,13 +1,19 @@
 """Helpers for judging and rewriting call arguments: find an argument by keyword or position, read literals,
-resolve a ``**kwargs`` dict built in the same function, and add a keyword argument keeping the call's layout."""
+resolve a ``**kwargs`` dict built in the same function, and the fixes' edits of a call that keep its layout:
+``set_keyword`` (add ``name=value`` or change the value given) and ``remove_argument``."""
 from __future__ import annotations
 
+import re
 import warnings
+from bisect import bisect_right
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 import libcst as cst
 
+from tracelint.engine import Edit
 from tracelint.source.context import FileContext, dotted_name, iter_descendants
+from tracelint.source.fix import apply_edits
 
 _UNSET = object()
 
@@ -161,30 +167,206 @@ def _names(target: cst.BaseExpression) -> set[str]:
     return set()
 
 
-def with_keyword(call: cst.Call, name: str, value_code: str) -> cst.Call:
-    """``call`` with ``name=value`` appended, keeping a trailing comma and a one-argument-per-line layout."""
-    new = cst.Arg(
-        keyword=cst.Name(name), value=cst.parse_expression(value_code),
-        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
-    )
+# -- fixes that keep the layout ---------------------------------------------------------------------------------
+# A fix edits only the text around the argument it adds, sets or removes; every other byte of the call stays as
+# written: its indentation (inside an indented block too), line breaks (CRLF too), tabs, comments and commas.
+# Printing a changed libcst node instead loses the indentation of the enclosing block: libcst keeps a bracketed
+# line's indentation relative to the block, and ``Module.code_for_node`` of one node knows no block.
+_BREAK = re.compile(r"\r\n|\r|\n")  # Python's line breaks (as fix.apply_edits counts lines)
+_LINE_STARTS: WeakKeyDictionary[FileContext, list[int]] = WeakKeyDictionary()  # per file: once, not per fix
+
+
+class _Text:
+    """``ctx.source`` and its offsets, converted to and from libcst's (line, column) positions."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.text = ctx.source
+        starts = _LINE_STARTS.get(ctx)
+        if starts is None:
+            starts = _LINE_STARTS[ctx] = [0, *(m.end() for m in _BREAK.finditer(self.text))]
+        self.starts = starts
+
+    def start(self, node: cst.CSTNode) -> int:
+        pos = self.ctx.position(node).start
+        return self.starts[pos.line - 1] + pos.column
+
+    def end(self, node: cst.CSTNode) -> int:
+        pos = self.ctx.position(node).end
+        return self.starts[pos.line - 1] + pos.column
+
+    def line_start(self, offset: int) -> int:
+        return self.starts[bisect_right(self.starts, offset) - 1]
+
+    def begins_line(self, offset: int) -> bool:
+        """Only whitespace precedes ``offset`` on its line."""
+        return not self.text[self.line_start(offset):offset].strip()
+
+    def brackets(self, call: cst.Call) -> tuple[int, int]:
+        """The offsets of the call's ``(`` and ``)``."""
+        close = self.end(call) - 1  # a call's position ends after its ")" (its own parentheses are not in it)
+        # Between the callee and "(" there is at most the callee's own ")" and whitespace: the first "(" is the call's.
+        return self.text.index("(", self.end(call.func), close), close
+
+    def comma(self, start: int, stop: int) -> int | None:
+        """The offset of the comma in ``text[start:stop]``, which holds only whitespace, comments and that comma."""
+        i = start
+        while i < stop:
+            char = self.text[i]
+            if char == ",":
+                return i
+            if char == "#":
+                brk = _BREAK.search(self.text, i, stop)
+                if brk is None:
+                    return None
+                i = brk.end()
+            else:
+                i += 1
+        return None
+
+    def newline(self, offset: int) -> str:
+        """The line break at or after ``offset`` (else the file's first one, else \\n)."""
+        brk = _BREAK.search(self.text, offset) or _BREAK.search(self.text)
+        return brk.group() if brk else "\n"
+
+    def edit(self, start: int, end: int, text: str) -> Edit:
+        line, end_line = bisect_right(self.starts, start), bisect_right(self.starts, end)
+        return Edit(line, start - self.starts[line - 1], end_line, end - self.starts[end_line - 1], text)
+
+
+def set_keyword(ctx: FileContext, call: cst.Call, name: str, value_code: str, position: int | None = None) -> Edit:
+    """The edit that makes ``call`` pass ``name=value_code``, written as a person would in that call's style.
+
+    Where the call already gives ``name`` (by keyword, at ``position`` among the positional arguments, or in a
+    ``**kwargs`` dict that ``call_arguments`` resolves), only that value's text is replaced. Otherwise the keyword
+    goes after the last argument (after a ``**kwargs`` too), with the call's ``=`` spacing:
+
+    - on that argument's line when the argument shares its line: ``f(a, b)`` -> ``f(a, b, name=v)``, and
+      ``f(\\n    a, b,\\n)`` -> ``f(\\n    a, b, name=v,\\n)`` (the separator after the call's other commas);
+    - on a line of its own when the last argument has one, with that argument's indentation and the line break
+      of its line, after a comment on that line; a trailing comma stays the last thing before ``)``, and a call
+      without one gets none: ``f(\\n    a,\\n    b  # c\\n)`` -> ``f(\\n    a,\\n    b,  # c\\n    name=v\\n)``,
+      ``f(a,\\n  b)`` -> ``f(a,\\n  b,\\n  name=v)``.
+
+    Everything else keeps its bytes; the edit spans at most the end of the last argument's line. A lone generator
+    argument gets the parentheses Python then asks for.
+    """
+    current = call_arguments(ctx, call).get(name, position)
+    src = _Text(ctx)
+    if current is not None:
+        return src.edit(src.start(current), src.end(current), value_code)
+    keyword = f"{name}{_equals(call)}{value_code}"
+    text = src.text
+    if not call.args:
+        opening, close = src.brackets(call)
+        if "#" not in text[opening + 1:close]:
+            return src.edit(opening + 1, close, keyword)  # f( ) and f(\n) become f(name=v)
+        if not src.begins_line(close):  # f(  # comment\n): the comment stays, the keyword gets a line before ")"
+            return src.edit(close, close, keyword)
+        at = src.line_start(close)
+        indent = text[at:close]
+        return src.edit(at, at, f"{indent}{ctx.module.default_indent}{keyword}{src.newline(at)}")
+    last = call.args[-1]
+    start, end = src.start(last), src.end(last)
+    close = src.end(call) - 1
+    head, begin = "", end
+    if len(call.args) == 1 and isinstance(last.value, cst.GeneratorExp) and not last.value.lpar:
+        head, begin = f"({text[start:end]})", start  # f(x for x in y, k=v) does not parse
+    if not src.begins_line(start):
+        return src.edit(begin, end, f"{head},{_separator(call)}{keyword}")
+    indent = text[src.line_start(start):start]
+    comma = src.comma(end, close) if isinstance(last.comma, cst.Comma) else None
+    after = end if comma is None else comma + 1
+    brk = _BREAK.search(text, after, close)  # the end of the last argument's line, unless ")" is on it
+    at = brk.start() if brk else after
+    line = f"{src.newline(end)}{indent}{keyword}"
+    if comma is not None:
+        return src.edit(at, at, f"{line},")
+    return src.edit(begin, at, f"{head},{text[end:at]}{line}")
+
+
+def remove_argument(ctx: FileContext, call: cst.Call, arg: cst.Arg) -> Edit:
+    """The edit that removes ``arg`` from ``call``, keeping the layout of what stays.
+
+    An argument with a line (or lines) to itself goes with its lines, a comment on them included; one sharing a
+    line goes with the comma and spaces that separate it from its neighbour. The call keeps its trailing-comma
+    convention (``f(\\n    a,\\n    b\\n)`` -> ``f(\\n    a\\n)``), and a call left without arguments is ``f()``.
+    """
+    src = _Text(ctx)
+    text = src.text
     args = list(call.args)
-    if args and isinstance(args[-1].comma, cst.Comma):
-        # The trailing comma (and the line break before ")") moves to the new last argument.
-        previous = args[-2].comma if len(args) > 1 else None
-        separator = previous.whitespace_after if isinstance(previous, cst.Comma) else cst.SimpleWhitespace(" ")
-        new = new.with_changes(comma=args[-1].comma)
-        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=separator))
-    elif args:
-        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    return call.with_changes(args=[*args, new])
+    i = next(n for n, a in enumerate(args) if a is arg)
+    start, end = src.start(arg), src.end(arg)
+    opening, close = src.brackets(call)
+    stop = src.start(args[i + 1]) if i + 1 < len(args) else close
+    comma = src.comma(end, stop) if isinstance(arg.comma, cst.Comma) else None
+    after = end if comma is None else comma + 1
+    brk = _BREAK.search(text, after, stop)
+    previous = src.comma(src.end(args[i - 1]), start) if i > 0 else None
+    if src.begins_line(start) and brk is not None:  # its own line(s)
+        cut, keep, cut_end = src.line_start(start), "", brk.end()
+        if i == len(args) - 1 and comma is None and previous is not None:  # no trailing comma: none left behind
+            cut, keep = previous, text[previous + 1:cut]
+    elif i + 1 < len(args):  # a later argument follows: this one and its comma (and spaces, on one line) go
+        cut, keep, cut_end = start, "", after if brk else stop
+    elif previous is not None:  # the last one: the comma before it goes
+        cut, cut_end = previous, end
+        between = text[previous + 1:start]
+        keep = between if "#" in between else ""  # a comment after the previous argument stays
+    else:
+        cut, keep, cut_end = start, "", after
+    if len(args) == 1 and not (text[opening + 1:cut] + keep + text[cut_end:close]).strip():
+        return src.edit(opening + 1, close, "")  # nothing left but whitespace: f()
+    return src.edit(cut, cut_end, keep)
+
+
+def _equals(call: cst.Call) -> str:
+    """The call's spelling of a keyword's ``=`` (``=`` unless its keywords are written ``name = value``)."""
+    for arg in reversed(call.args):
+        equal = arg.equal
+        if isinstance(equal, cst.AssignEqual) and isinstance(equal.whitespace_before, cst.SimpleWhitespace) \
+                and isinstance(equal.whitespace_after, cst.SimpleWhitespace):
+            before, after = equal.whitespace_before.value, equal.whitespace_after.value
+            if not (before + after).strip():  # no backslash continuation
+                return f"{before}={after}"
+    return "="
+
+
+def _separator(call: cst.Call) -> str:
+    """What follows a comma between two arguments on one line in this call (a space unless it writes ``f(a,b)``)."""
+    for arg in reversed(call.args[:-1]):
+        comma = arg.comma
+        if isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.SimpleWhitespace) \
+                and not comma.whitespace_after.value.strip():
+            return comma.whitespace_after.value
+    return " "
+
+
+def with_keyword(call: cst.Call, name: str, value_code: str) -> cst.Call:
+    """``set_keyword`` for callers that replace the whole call with a node (``rule.replace(call, new)``): the call
+    as libcst prints it alone, with that edit. Prefer ``set_keyword``: a call printed alone loses the indentation
+    of the block it is in (see above), so this is exact only for a call outside any indented block."""
+    ctx, alone = _alone(call)
+    return _edited(ctx, set_keyword(ctx, alone, name, value_code))
 
 
 def without_argument(call: cst.Call, arg: cst.Arg) -> cst.Call:
-    """``call`` without ``arg`` (the comma before a removed last argument goes too)."""
-    args = [a for a in call.args if a is not arg]
-    if args and call.args[-1] is arg:
-        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-    return call.with_changes(args=args)
+    """``remove_argument`` for callers that replace the whole call with a node (the caveat of ``with_keyword``)."""
+    ctx, alone = _alone(call)
+    index = next(n for n, a in enumerate(call.args) if a is arg)
+    return _edited(ctx, remove_argument(ctx, alone, alone.args[index]))
+
+
+def _alone(call: cst.Call) -> tuple[FileContext, cst.Call]:
+    """A file holding only ``call`` as libcst prints it alone, and the call in it."""
+    code = cst.Module([]).code_for_node(call.with_changes(lpar=(), rpar=()))
+    module = cst.parse_module(code)
+    expr = cst.ensure_type(cst.ensure_type(module.body[0], cst.SimpleStatementLine).body[0], cst.Expr)
+    return FileContext("<call>", code, module), cst.ensure_type(expr.value, cst.Call)
+
+
+def _edited(ctx: FileContext, edit: Edit) -> cst.Call:
+    return cst.ensure_type(cst.parse_expression(apply_edits(ctx.source, [edit])), cst.Call)
 
 
 def find_arg(call: cst.Call, name: str, position: int | None = None) -> cst.Arg | None:
