@@ -11,7 +11,7 @@ import pytest
 from tracelint.engine import Config, ConfigError
 from tracelint.engine.config import find_config, load_config_file
 
-TRAIN = "import torch\nfor b in loader:\n    y = b.item()\n    print(y)\n"
+TRAIN = "import torch\nfor b in loader:\n    y = b.cuda().item()\n    print(y)\n"
 
 
 def write(folder: Path, body: str) -> Path:

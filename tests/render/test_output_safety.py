@@ -307,7 +307,7 @@ def test_cli_error_for_a_trace_with_hostile_keys(tmp_path, monkeypatch, capsys):
             _assert_clean_stream(out)
 
 
-SOURCE = "import torch\n\nfor batch in loader:\n    loss = model(batch)\n    print(loss.item())\n"
+SOURCE = "import torch\n\nfor batch in loader:\n    loss = model(batch.cuda())\n    print(loss.item())\n"
 
 
 def test_cli_file_named_with_a_newline_and_a_command(tmp_path, monkeypatch, capsys):

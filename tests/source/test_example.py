@@ -10,8 +10,7 @@ def test_example_train_script_findings(repo):
     assert not [i for i in items if isinstance(i, InputError)]
     got = {(i.code, i.location.line) for i in items if isinstance(i, Finding)}
     assert got == {
-        ("TL201", 30),  # DataLoader without workers
-        ("TL202", 30),  # ... and without pinned memory
+        ("TL202", 30),  # DataLoader without pinned memory (no TL201: a TensorDataset in memory needs no workers)
         ("TL301", 42),  # zero_grad(set_to_none=False)
         ("TL101", 47),  # loss.item() every step
         ("TL104", 48),  # print of a tensor every step

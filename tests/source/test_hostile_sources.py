@@ -106,7 +106,7 @@ def test_generated_syntax_trees_are_contained(program):
 
 
 # -- regressions: the inputs -------------------------------------------------------------------------------
-HEADER = "import torch\nfor b in loader:\n    y = b.item()\n"
+HEADER = "import torch\nfor b in loader:\n    y = b.cuda().item()\n"
 
 
 def lint_text(tmp_path: Path, text: str | bytes, name: str = "t.py", config: Config = CONFIG) -> list:
@@ -249,7 +249,7 @@ def test_many_findings_are_located_without_rescanning(tmp_path, monkeypatch):
     monkeypatch.setattr(lint, "_line_lookup", counting_lookup)
     monkeypatch.setattr(loops_module, "_skips_rest", counting_skips)
     count = 2000
-    items = lint_text(tmp_path, "import torch\nfor b in loader:\n" + "    y = b.item()\n" * count,
+    items = lint_text(tmp_path, "import torch\nfor b in loader:\n    b = b.cuda()\n" + "    y = b.item()\n" * count,
                       config=Config(root=tmp_path, file_time_limit=120))
     assert sum(isinstance(i, Finding) for i in items) == count
     assert calls["split"] == 1 and calls["skips"] <= count + 2
@@ -297,7 +297,7 @@ def test_python_warnings_about_the_source_stay_off_stderr(tmp_path):
 def test_suppressions_on_files_with_cr_line_ends(tmp_path):
     # Lines were found by "\n" only: a suppression comment in a file with CR line ends (which Python reads) was
     # not seen.
-    text = "import torch\rfor b in loader:\r    y = b.item()  # " + "noqa\r    z = b.item()\r"
+    text = "import torch\rfor b in loader:\r    y = b.cuda().item()  # " + "noqa\r    z = b.cuda().item()\r"
     items = lint_text(tmp_path, text)
     assert [i.location.line for i in items if isinstance(i, Finding)] == [4]
 

@@ -75,8 +75,8 @@ def _lint_job(job: tuple[Path, Config, bool, bool, dict | None]) -> tuple[list, 
     the other files about its per-step calls (runcalls.RunCalls)."""
     from tracelint.source.lint import _Run, lint_in_run
 
-    path, config, fix, unsafe, entries = job
-    run = _Run(entries) if entries is not None else None
+    path, config, fix, unsafe, part = job
+    run = _Run(*part) if part is not None else None  # (entries, on_device)
     return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe, run=run)
 
 
@@ -98,7 +98,7 @@ def lint_paths(
             files.append((item, config_for(item)))
     # A run of several files follows per-step calls across them (callers.py): results are held until the
     # functions other files call every step have been analysed as such.
-    follow = {} if len(files) > 1 else None
+    follow = ({}, False) if len(files) > 1 else None
     jobs = [(path, config, fix, unsafe_fixes, follow) for path, config in files]
     results = list(_run_jobs(jobs, progress))
     if progress and jobs:
@@ -131,13 +131,14 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]]) -> None:
 
     index = {job[0]: i for i, job in enumerate(jobs)}
     calls = {job[0]: result[1] or RunCalls() for job, result in zip(jobs, results, strict=True)}
-    done: dict[Path, dict] = {}
+    done: dict[Path, tuple[dict, bool]] = {}
     for _ in range(MAX_ROUNDS):
-        wanted = {path: entries for path, entries in resolve(calls).items()
-                  if path in index and entries != done.get(path)}
+        entries, device = resolve(calls)
+        parts = {path: (entries.get(path, {}), path in device) for path in {*entries, *device} if path in index}
+        wanted = {path: part for path, part in parts.items() if part != done.get(path, ({}, False))}
         if not wanted:
             return
-        again = [(path, jobs[index[path]][1], False, False, entries) for path, entries in wanted.items()]
+        again = [(path, jobs[index[path]][1], False, False, part) for path, part in wanted.items()]
         for job, (items, more) in zip(again, _run_jobs(again), strict=True):
             path = job[0]
             done[path] = job[4]

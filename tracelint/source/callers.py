@@ -177,36 +177,43 @@ class Callers:
 
     # -- across the files of a run ----------------------------------------------------------------------------
     def run_calls(self, on_device: bool) -> RunCalls:
-        """The functions this file defines and its per-step calls of imported functions (``RunCalls``)."""
+        """The functions this file defines, its per-step calls of imported functions, and (``on_device``: the file
+        shows device evidence) every imported function it calls (``RunCalls``)."""
         tree = self.tree
         defines = frozenset(q for fn in self.index.functions if (q := qualname(fn, tree)) is not None)
         hot: list[HotCall] = []
         seen: set[str] = set()
+        anywhere: set[str] = set()
         for name, calls in self.index.calls.items():
             for call in calls:
-                target = self._imported(call)
-                if target is None or target in seen:
+                targets = [t for t in self._imported(call) if t not in seen]
+                if not targets:
                     continue
+                anywhere.update(targets)
                 loop = self.facts.hot_loop(call)
                 if loop is None:
                     continue
-                seen.add(target)
+                seen.update(targets)
                 description = f"`{name}()` (called at {self._where(call, with_path=True)}) in {loop.description}"
-                hot.append(HotCall(target, description, on_device or loop.on_device))
-        return RunCalls(defines, tuple(hot))
+                hot.extend(HotCall(target, description, on_device or loop.on_device) for target in targets)
+        return RunCalls(defines, tuple(hot), on_device, frozenset(anywhere) if on_device else frozenset())
 
-    def _imported(self, call: cst.Call) -> str | None:
-        """The qualified name of an imported function or method ``call`` calls, or None."""
+    def _imported(self, call: cst.Call) -> list[str]:
+        """The qualified names of the imported function or methods ``call`` may call: ``helper(x)``,
+        ``mod.helper(x)``, ``agent.update()`` with ``agent = algo.PPO(...)`` (every class the name is bound to in
+        its function: ``if args.algo == "ppo": agent = algo.PPO(...) else: agent = algo.A2C(...)``)."""
         func = call.func
         target = self.tree.qualified_name(func)
+        targets = [target] if target is not None else []
         if target is None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            value = self.facts.value_of(func.value)  # agent = algo.PPO(...); agent.update(...)
-            if isinstance(value, cst.Call):
-                cls = self.tree.qualified_name(value.func)
-                target = f"{cls}.{func.attr.value}" if cls else None
-        if target is None or target.split(".")[0] in EXTERNAL_MODULES:
-            return None
-        return target
+            facts = self.facts
+            bound = facts.bindings(facts.scope_of(func.value)).bindings.get(func.value.value, ())
+            for binding in bound:
+                if isinstance(binding.value, cst.Call) and binding.element is None:
+                    cls = self.tree.qualified_name(binding.value.func)
+                    if cls is not None:
+                        targets.append(f"{cls}.{func.attr.value}")
+        return [t for t in targets if t.split(".")[0] not in EXTERNAL_MODULES]
 
 
 def _short_path(path: str) -> str:

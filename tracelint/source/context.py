@@ -10,6 +10,7 @@ API for rule authors (one ``FileContext`` per file, shared by every rule on that
     ctx.parent(node)          the parent node (None for the Module); valid for nodes already visited
     ctx.ancestors(node)       parent, grandparent, ... up to the Module
     ctx.entries               {"f" or "C.m": callers.Entry}: functions other files of the run call every step
+    ctx.device_from_run       a file of the run with device evidence calls this file's functions
     ctx.stack                 during a traversal: the ancestors of the node being visited (outermost first)
     ctx.qualified_name(expr)  "torch.utils.data.DataLoader" for ``DL``/``tud.DataLoader``/..., resolved through
                               the file's imports and simple aliases (``DL = torch.utils.data.DataLoader``);
@@ -215,10 +216,13 @@ class FileContext:
     """One parsed file, shared by all rules that check it (see the module docstring for the API)."""
 
     def __init__(self, path: str, source: str, module: cst.Module, *,
-                 cell_lines: tuple[tuple[int, int], ...] | None = None, entries: dict | None = None) -> None:
+                 cell_lines: tuple[tuple[int, int], ...] | None = None, entries: dict | None = None,
+                 device_from_run: bool = False) -> None:
         self.path = path
         # Functions of this file that per-step loops of other files of the run call (callers.py: {"f": Entry}).
         self.entries = entries or {}
+        # A file of the run with device evidence calls this file's functions (values.Values.device_evidence).
+        self.device_from_run = device_from_run
         self.source = source
         self.lines = source.splitlines()
         self.module = module

@@ -117,14 +117,14 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     from tracelint.source.rule import run_rules
 
     module = _parse(doc.text)
-    ctx = FileContext(display, doc.text, module, cell_lines=doc.cell_lines, entries=run.entries if run else None)
+    ctx = FileContext(display, doc.text, module, cell_lines=doc.cell_lines, entries=run.entries if run else None,
+                      device_from_run=run.on_device if run else False)
     found = run_rules(ctx, [cls(ctx) for cls in active])
     if run is not None:
         from tracelint.source.loops import facts
 
         file_facts = facts(ctx)
-        evidence = getattr(file_facts, "device_evidence", None)
-        run.calls = file_facts.callers.run_calls(on_device=evidence() if evidence is not None else True)
+        run.calls = file_facts.callers.run_calls(on_device=file_facts.device_evidence())
     line_of = _line_lookup(doc)
     kept: list[Finding] = []
     for finding in found:
@@ -166,6 +166,7 @@ class _Run:
     """A file's part in a run of several files (callers.py): its entry points in, what it tells the others out."""
 
     entries: dict[str, Entry] = field(default_factory=dict)
+    on_device: bool = False  # a file of the run with device evidence calls this file's functions
     calls: RunCalls | None = None
 
 

@@ -386,6 +386,9 @@ class Facts(Values):
         for parent in tree.ancestors(node):
             if isinstance(parent, cst.Assign):
                 return any(words(tree.code_for(t.target)) & _ACTION_WORDS for t in parent.targets)
+            if isinstance(parent, cst.Return):  # def select_action(self, state): return self.actor(s).cpu()...
+                function = next((a for a in tree.ancestors(parent) if isinstance(a, cst.FunctionDef)), None)
+                return function is not None and bool(words(function.name.value) & _ACTION_WORDS)
             if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
                 return False
             if isinstance(parent, cst.Call) and isinstance(parent.func, cst.Attribute):

@@ -32,6 +32,8 @@ class RunCalls:
 
     defines: frozenset[str] = frozenset()  # "f", "C.m": module-level functions and methods of module-level classes
     hot_calls: tuple[HotCall, ...] = ()
+    device: bool = False                   # the file shows device evidence itself
+    device_calls: frozenset[str] = frozenset()  # with ``device``: the imported functions it calls anywhere
 
 
 # -- resolving the calls of a run -----------------------------------------------------------------------------
@@ -42,17 +44,25 @@ class _Module:
     calls: RunCalls = field(default_factory=RunCalls)
 
 
-def resolve(files: dict[Path, RunCalls]) -> dict[Path, dict[str, Entry]]:
-    """The entry points of each file of a run: {file: {"f" or "C.m": Entry}} from the others' per-step calls."""
+def resolve(files: dict[Path, RunCalls]) -> tuple[dict[Path, dict[str, Entry]], set[Path]]:
+    """The entry points of each file of a run, {file: {"f" or "C.m": Entry}}, from the others' per-step calls; and
+    the files without device evidence of their own whose functions a file with device evidence calls (their code runs
+    on the caller's device: a PPO module's ``update()`` called from a script that moves the model to CUDA)."""
     modules = [_Module(p, _parts(p), c) for p, c in files.items()]
     entries: dict[Path, dict[str, Entry]] = {}
+    device: set[Path] = set()
     for caller in modules:
         for call in caller.calls.hot_calls:
             for module, member in _candidates(call.target, caller, modules):
                 if module.path != caller.path:
                     entries.setdefault(module.path, {}).setdefault(member, Entry(call.description, call.on_device))
                 break
-    return entries
+        for target in caller.calls.device_calls if caller.calls.device else ():
+            for module, _member in _candidates(target, caller, modules):
+                if module.path != caller.path and not module.calls.device:
+                    device.add(module.path)
+                break
+    return entries, device
 
 
 def _parts(path: Path) -> tuple[str, ...]:

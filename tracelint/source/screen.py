@@ -40,6 +40,7 @@ from tracelint.source.vocab import (
     HOST_ATTRS,
     HOST_METHODS,
     LOGGING,
+    MASK_KEEPING,
     MASK_METHODS,
     STEP_HOOKS,
 )
@@ -350,8 +351,12 @@ class _Screen:
             return isinstance(index.op, ast.Invert)
         if isinstance(index, ast.BinOp):
             return isinstance(index.op, _BIT_OPS)
-        if isinstance(index, ast.Call):
-            return isinstance(index.func, ast.Attribute) and index.func.attr in MASK_METHODS
+        if isinstance(index, ast.Call):  # m.bool(), torch.eye(n, dtype=torch.bool), (x > 0).to(device)
+            func = index.func
+            return isinstance(func, ast.Attribute) and (func.attr in MASK_METHODS or func.attr in MASK_KEEPING and
+                                                        self._mask_like(func.value, scope, depth)) or \
+                any(k.arg == "dtype" for k in index.keywords) or any(_dotted(a) in ("torch.bool", "bool")
+                                                                     for a in index.args)
         if isinstance(index, ast.Name) and depth == 0:
             values = self.values.get(scope, {}).get(index.id, ())
             return any(self._mask_like(v, scope, 1) for v in values)
@@ -434,6 +439,9 @@ class _Screen:
                     found.add(SCALAR)
             elif self._builtin_call(func, "max", "min"):
                 if len(positional) >= 2 and any(self._may_tensor(v, scope) for v in positional):
+                    found.add(SCALAR)
+            elif self._resolve(_dotted(func) or "").startswith("math."):  # math.isnan(t)
+                if any(self._may_tensor(v, scope) for v in positional):
                     found.add(SCALAR)
         if FORMAT not in found:
             if self._builtin_call(func, "print", "str", "repr"):

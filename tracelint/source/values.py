@@ -17,12 +17,18 @@ from typing import Protocol
 import libcst as cst
 
 from tracelint.source.calls import literal
-from tracelint.source.context import iter_children
+from tracelint.source.context import dotted_name, iter_children
+from tracelint.source.vocab import DEVICE_MODULES as _DEVICE_MODULES
+from tracelint.source.vocab import DEVICE_NAMES as _DEVICE_NAMES
+from tracelint.source.vocab import DEVICE_SUBSTRINGS as _DEVICE_SUBSTRINGS
 from tracelint.source.vocab import HOST_ATTRS as _HOST_ATTRS
 from tracelint.source.vocab import HOST_METHODS as _HOST_METHODS
+from tracelint.source.vocab import STEP_HOOKS as _STEP_HOOKS
 
 
 class Tree(Protocol):
+    source: str
+    module: cst.Module
     stack: list[cst.CSTNode]  # during a traversal: the ancestors of the node being visited
     imports: dict[str, str]   # {bound name: qualified name}
 
@@ -70,6 +76,8 @@ _TENSOR_ONLY_METHODS = frozenset({
 _CREATION = frozenset({
     "tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "rand", "randn",
     "randint", "randperm", "eye", "from_numpy", "Tensor", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor",
+    "from_file", "frombuffer", "empty_strided", "tril_indices", "triu_indices", "hann_window", "hamming_window",
+    "blackman_window", "bartlett_window", "kaiser_window",
 })
 _TORCH_NON_TENSOR = frozenset({
     "device", "no_grad", "enable_grad", "is_tensor", "is_floating_point", "numel", "manual_seed", "get_default_dtype",
@@ -77,6 +85,23 @@ _TORCH_NON_TENSOR = frozenset({
     "is_grad_enabled", "get_rng_state", "set_rng_state", "typename", "is_complex", "equal", "allclose",
 })
 _TENSOR_MODULES = ("torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.")
+# torch functions outside those modules that return a tensor on the device of their inputs (the total norm).
+_TENSOR_FUNCTIONS = frozenset({
+    "torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm", "torch.nn.utils.get_total_norm",
+    "torch.nn.utils.parameters_to_vector", "torch.nn.utils.rnn.pad_sequence",
+})
+# Methods of other objects that return such a tensor (``accelerator.clip_grad_norm_``, FSDP's, Fabric's).
+_TENSOR_RESULT_METHODS = frozenset({"clip_grad_norm_"})
+# Config objects (argparse namespaces and the like): their attributes are Python values. A name of these bound
+# from a call of another module whose name says so (``cfg = load_config(path)``, ``hps = utils.get_hparams()``).
+_CONFIG_NAMES = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hps", "options"})
+_CONFIG_CALL_WORDS = frozenset({"parse", "args", "arguments", "config", "cfg", "conf", "options", "opts",
+                                "hparams"})
+_PARSE_METHODS = frozenset({"parse_args", "parse_known_args"})
+# What moves a tensor to a device (``moved``): ``x.to(dev)``, ``x.cuda()``, ``x.type(torch.cuda.FloatTensor)``.
+_MOVES = frozenset({"to", "cuda", "type"})
+# Methods that modules (and other objects) share with tensors: ``Net().cuda()`` is the module.
+_MODULE_METHODS = frozenset({"to", "cuda", "half", "float", "double", "bfloat16", "type"})
 _HOST_MODULES = ("numpy", "math", "random", "time", "os", "sys", "json", "pandas", "builtins.str", "builtins.len",
                  "builtins.int", "builtins.float", "builtins.bool", "builtins.round", "builtins.range",
                  "builtins.list", "builtins.dict", "builtins.tuple", "builtins.set", "builtins.isinstance",
@@ -86,7 +111,33 @@ _MODEL_WORDS = frozenset({
     "model", "net", "network", "criterion", "loss", "lossfn", "encoder", "decoder", "head", "classifier",
     "backbone", "generator", "discriminator", "policy", "actor", "critic", "ddp", "module", "forward", "crit",
 })
+# ...unless the callee builds or fetches the module itself: ``load_model(path)``, ``get_criterion()``, ``build_net()``.
+_BUILD_WORDS = frozenset({"load", "build", "get", "create", "make", "init", "initialize", "setup", "instantiate",
+                          "construct", "wrap", "new"})
+_MODULE_NOUNS = (_MODEL_WORDS - {"loss", "forward"}) | {"fn", "func", "function", "optimizer", "scheduler"}
+# Callees whose name ends saying they return a host copy: ``to_cpu(t)``, ``tensor2numpy(t)``, ``to_np(t)`` (not
+# ``numpy_to_tensor``).
+_HOST_CALL_WORDS = frozenset({"cpu", "numpy", "np"})
 _MAX_DEPTH = 12
+# Device evidence in the text (lower-cased): accelerator words, ``non_blocking=``/``pin_memory=`` other than False,
+# a framework's step hook (``def training_step``: the batch is on the trainer's device).
+_DEVICE_TEXT = re.compile(
+    "|".join(map(re.escape, _DEVICE_SUBSTRINGS)) + r"|\b(?:" + "|".join(_DEVICE_NAMES) + r")\b"
+    r"|\b(?:non_blocking|pin_memory)\s*=\s*(?!false\b)|\bdef\s+(?:" + "|".join(sorted(_STEP_HOOKS)) + r")\b")
+_TO_OR_DEVICE = re.compile(r"\.\s*to\s*\(|device")
+
+
+def _callee_kind(name: str) -> Kind:
+    """What a call of a function or method named ``name`` returns, by its name (when nothing else is known)."""
+    if name[:1].isupper():
+        return Kind.UNKNOWN  # a class: ``Generator()`` is the module, ``generator(z)`` its output
+    parts = _WORD.findall(name)
+    if parts and parts[-1].lower() in _HOST_CALL_WORDS:
+        return Kind.HOST
+    found = words(name)
+    if name in _MODEL_WORDS or found & _MODEL_WORDS:
+        return Kind.UNKNOWN if found & _BUILD_WORDS and found & _MODULE_NOUNS else Kind.TENSOR  # load_model(...)
+    return Kind.UNKNOWN
 
 
 def _is_number(expr: cst.BaseExpression) -> bool:
@@ -116,6 +167,7 @@ class _Binding:
     element: int | None = None        # position in a tuple unpacking of ``value``
     augmented: bool = False           # ``name += value``
     loop_index: bool = False          # the counter of ``range``/``enumerate``
+    loop: cst.CSTNode | None = None   # the ``for`` whose target binds it (an element of what the loop yields)
 
 
 class _ScopeBindings:
@@ -128,6 +180,12 @@ class _ScopeBindings:
         self.root = root
         self.order: dict[cst.CSTNode, int] = {}
         self.bindings: dict[str, list[_Binding]] = {}
+        # (name, first, end): the orders of the branch of ``if torch.is_tensor(name):`` / ``isinstance(name,
+        # torch.Tensor)`` (or its ``not``) in which ``name`` is not a tensor.
+        self.not_tensor: list[tuple[str, int, int]] = []
+        # name -> the ``name.to(...)`` / ``name.cuda()`` / ``name.type(...)`` calls of this scope (see ``moved``)
+        self.moves: dict[str, list[cst.Call]] = {}
+        self._branches: dict[cst.CSTNode, str] = {}
         self._walk(root)
 
     def _walk(self, root: cst.CSTNode) -> None:
@@ -142,18 +200,37 @@ class _ScopeBindings:
             if node is not root and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 continue
             if isinstance(node, (cst.For, cst.CompFor)):
-                self._bind_loop_target(node.target, node.iter, self.order[node])
+                self._bind_loop_target(node.target, node.iter, self.order[node], node)
             elif isinstance(node, cst.WithItem) and node.asname is not None:
                 self._bind(node.asname.name, self.order[node], None)
             elif isinstance(node, cst.Param):
                 self._bind(node.name, self.order[node], None)
-            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.NamedExpr)):
+            elif isinstance(node, (cst.If, cst.IfExp)):
+                self._type_test(node)
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                    node.func.attr.value in _MOVES and isinstance(node.func.value, cst.Name):
+                self.moves.setdefault(node.func.value.value, []).append(node)
+            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.NamedExpr)) or node in self._branches:
                 work.append((node, True))
             work.extend((kid, False) for kid in reversed(list(iter_children(node))))
+
+    def _type_test(self, node: cst.If | cst.IfExp) -> None:
+        """Note the branch of ``if torch.is_tensor(x):`` (``isinstance(x, torch.Tensor)``, ``not ...``) where ``x``
+        is not a tensor: the ``else`` (``elif`` chain included), or the body under ``not``."""
+        test, positive = node.test, True
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, positive = test.expression, not positive
+        name = _type_tested(test)
+        branch = node.orelse if positive else node.body
+        if name is not None and branch is not None:
+            self._branches[branch] = name
 
     def _leave(self, node: cst.CSTNode) -> None:
         # Assignments bind after their value is read (``x = x.to(device)``): their order is the one after the value.
         after = len(self.order)
+        name = self._branches.get(node)
+        if name is not None:
+            self.not_tensor.append((name, self.order[node], after))
         if isinstance(node, cst.Assign):
             for t in node.targets:
                 self._bind(t.target, after, node.value)
@@ -176,19 +253,20 @@ class _ScopeBindings:
                 else:
                     index = i
                 if isinstance(inner, cst.Name):
-                    self._bind(inner, at, sub_value, index)
+                    self._bind(inner, at, sub_value, index, **flags)
                 else:
-                    self._bind(inner, at, None)
+                    self._bind(inner, at, None, **flags)
 
-    def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression, at: int) -> None:
+    def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression, at: int,
+                          loop: cst.CSTNode) -> None:
         func = callee_name(iterable) if isinstance(iterable, cst.Call) else None
         if func in ("range", "trange"):
             self._bind(target, at, None, loop_index=True)
         elif func == "enumerate" and isinstance(target, cst.Tuple) and len(target.elements) == 2:
             self._bind(target.elements[0].value, at, None, loop_index=True)
-            self._bind(target.elements[1].value, at, None)
+            self._bind(target.elements[1].value, at, None, loop=loop)
         else:
-            self._bind(target, at, None)
+            self._bind(target, at, None, loop=loop)
 
 
 class Values:
@@ -197,6 +275,9 @@ class Values:
     def __init__(self, tree: Tree) -> None:
         self.tree = tree
         self._scopes: dict[cst.CSTNode, _ScopeBindings] = {}
+        self._device: bool | None = None
+        self._functions: dict[str, cst.FunctionDef] | None = None
+        self._configs: dict[tuple[str, cst.Call], bool] = {}
 
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The function (or module) whose bindings ``node`` sees."""
@@ -254,6 +335,8 @@ class Values:
                 return Kind.HOST
             if _in_modules(self.tree.qualified_name(expr), _HOST_MODULES):
                 return Kind.HOST
+            if self._config(expr.value, scope, at, depth + 1):
+                return Kind.HOST  # ``args.lr``, ``hps.train.batch_size``
             base = k(expr.value)
             if expr.attr.value in _SAME_ATTRS or base is Kind.TENSOR:
                 return base
@@ -265,8 +348,11 @@ class Values:
                 return Kind.UNKNOWN
             return base
         if isinstance(expr, cst.Call):
-            return self._call_kind(expr, k)
+            return self._call_kind(expr, k, scope, at, depth)
         if isinstance(expr, cst.BinaryOperation):
+            if isinstance(expr.operator, cst.Modulo) and isinstance(expr.left, (cst.SimpleString,
+                                                                                  cst.ConcatenatedString)):
+                return Kind.HOST  # ``"%f" % t`` is a string (formatting it is TL104's finding)
             return _combine(k(expr.left), k(expr.right))
         if isinstance(expr, cst.UnaryOperation):
             return Kind.HOST if isinstance(expr.operator, cst.Not) and k(expr.expression) is not Kind.TENSOR \
@@ -294,7 +380,7 @@ class Values:
         before = [b for b in table.bindings.get(expr.value, ()) if at is not None and b.order < at and not b.augmented]
         return bool(before) and isinstance(before[-1].value, containers) and before[-1].element is None
 
-    def _call_kind(self, call: cst.Call, k) -> Kind:
+    def _call_kind(self, call: cst.Call, k, scope, at: int | None, depth: int) -> Kind:
         func = call.func
         qualified = self.tree.qualified_name(func)
         if qualified:
@@ -306,25 +392,29 @@ class Values:
                     return Kind.TENSOR if _device_kwarg(call, self.tree) else Kind.HOST
                 if leaf in _TORCH_NON_TENSOR or leaf.startswith(("is_", "get_", "set_")):
                     return Kind.HOST
-                if qualified.count(".") == 1 or qualified.startswith(_TENSOR_MODULES):
+                if qualified.count(".") == 1 or qualified.startswith(_TENSOR_MODULES) or \
+                        qualified in _TENSOR_FUNCTIONS:
                     return Kind.TENSOR
                 return Kind.UNKNOWN
             if qualified.startswith("builtins."):
                 return Kind.UNKNOWN
         if isinstance(func, cst.Attribute):
             method = func.attr.value
-            if method in _HOST_METHODS:
+            if method in _HOST_METHODS or method in _PARSE_METHODS:
                 return Kind.HOST
             if method == "to" and _to_cpu(call, self.tree):
                 return Kind.HOST
             receiver = k(func.value)
             if receiver is Kind.HOST and method not in ("to", "cuda"):
                 return Kind.HOST
-            if receiver is Kind.TENSOR or method in _TENSOR_ONLY_METHODS:
+            if receiver is not Kind.TENSOR and method in _MODULE_METHODS and \
+                    self._module_object(func.value, scope, at, depth):
+                return Kind.UNKNOWN  # ``Net().cuda()``: the module, moved
+            if receiver is Kind.TENSOR or method in _TENSOR_ONLY_METHODS or method in _TENSOR_RESULT_METHODS:
                 return Kind.TENSOR
-            return Kind.TENSOR if method in _MODEL_WORDS or words(method) & _MODEL_WORDS else Kind.UNKNOWN
-        if isinstance(func, cst.Name) and words(func.value) & _MODEL_WORDS:
-            return Kind.TENSOR
+            return _callee_kind(method)
+        if isinstance(func, cst.Name):
+            return _callee_kind(func.value)
         return Kind.UNKNOWN
 
     def _name_kind(self, name: cst.Name, scope, at: int | None, depth: int) -> Kind:
@@ -339,7 +429,11 @@ class Values:
                 return Kind.UNKNOWN
         found = table.bindings.get(name.value, ())
         before = [b for b in found if b.order < at]
+        if _not_tensor_here(table, name.value, at, before) or self._config(name, scope, at, depth):
+            return Kind.HOST
         if before:
+            if self._host_element(name.value, before[-1], table):
+                return Kind.HOST
             return self._binding_kind(before[-1], found, scope, depth)
         # A loop-carried name bound later in the loop: trust it only when every binding agrees.
         kinds = {self._binding_kind(b, found, scope, depth) for b in found}
@@ -364,6 +458,220 @@ class Values:
             tensor_method = method is not None and method not in _MODEL_WORDS and not words(method) & _MODEL_WORDS
             return Kind.TENSOR if tensor_method else Kind.UNKNOWN
         return value
+
+    # -- values that are not device tensors -----------------------------------------------------------------
+    def _module_object(self, expr: cst.BaseExpression, scope, at: int | None, depth: int) -> bool:
+        """``expr`` is a module or other object, not a tensor: an instance of a class (``Net()``,
+        ``torch.nn.Linear(4, 4)``; not ``FloatTensor(...)``, ``Variable(...)``, ``Parameter(...)``), what a builder
+        returns (``load_model(path)``), that moved or cast (``Net().cuda()``), or a name bound to one of those."""
+        if depth > _MAX_DEPTH:
+            return False
+        if isinstance(expr, cst.Name):
+            table = self.bindings(scope)
+            where = table.order.get(expr) if at is None else at
+            before = [b for b in table.bindings.get(expr.value, ()) if where is not None and b.order < where]
+            return bool(before) and before[-1].element is None and not before[-1].augmented and \
+                self._module_object(before[-1].value, scope, before[-1].order, depth + 1)
+        if not isinstance(expr, cst.Call):
+            return False
+        name = callee_name(expr) or ""
+        if isinstance(expr.func, cst.Attribute) and name in _MODULE_METHODS:
+            return self._module_object(expr.func.value, scope, at, depth + 1)
+        if name[:1].isupper():
+            return not name.endswith("Tensor") and name not in ("Variable", "Parameter")
+        found = words(name)
+        return bool(found & _BUILD_WORDS and found & _MODULE_NOUNS)
+
+    def _config(self, expr: cst.BaseExpression, scope, at: int | None, depth: int) -> bool:
+        """``expr`` is a config object or one of its attributes: ``args = parser.parse_args()``, ``args =
+        get_args()`` where this file's ``get_args`` returns one, ``cfg = load_config(path)`` from another module
+        (the name and the callee's name both say so). A parameter is not one (``def train(args)``)."""
+        while isinstance(expr, cst.Attribute):
+            expr = expr.value
+        if not isinstance(expr, cst.Name) or depth > _MAX_DEPTH:
+            return False
+        table = self.bindings(scope)
+        where = table.order.get(expr) if at is None else at
+        found = table.bindings.get(expr.value, ())
+        before = [b for b in found if where is not None and b.order < where]
+        if before:
+            values = [before[-1].value]
+        elif found:
+            return False  # a loop-carried or later binding of this function
+        else:  # a global: every binding at module level must be one
+            module = self.tree.module
+            values = [b.value for b in self.bindings(module).bindings.get(expr.value, ())] if scope is not module \
+                else []
+        return bool(values) and all(self._config_value(expr.value, v, depth + 1) for v in values)
+
+    def _config_value(self, name: str, value: cst.BaseExpression | None, depth: int) -> bool:
+        if not isinstance(value, cst.Call) or depth > _MAX_DEPTH:
+            return False
+        known = self._configs.get((name, value))
+        if known is None:
+            known = self._configs[(name, value)] = self._config_call(name, value, depth)
+        return known
+
+    def _config_call(self, name: str, call: cst.Call, depth: int) -> bool:
+        func = call.func
+        if callee_name(call) in _PARSE_METHODS:
+            return True
+        function = self._module_functions().get(func.value) if isinstance(func, cst.Name) else None
+        if function is not None:  # this file's ``def get_args(): ...; return parser.parse_args()``
+            returns = [n.value for n in _own_returns(function)]
+            return bool(returns) and all(
+                r is not None and (isinstance(r, cst.Name) and self._config(r, function, None, depth + 1) or
+                                   self._config_value(name, r, depth + 1)) for r in returns)
+        return name.lower() in _CONFIG_NAMES and bool(words(dotted_name(func) or "") & _CONFIG_CALL_WORDS)
+
+    def _module_functions(self) -> dict[str, cst.FunctionDef]:
+        if self._functions is None:
+            self._functions = {s.name.value: s for s in self.tree.module.body if isinstance(s, cst.FunctionDef)}
+        return self._functions
+
+    def _host_element(self, name: str, binding: _Binding, table: _ScopeBindings) -> bool:
+        """A name bound by a ``for`` target that the scope never moves to a device while it moves another name
+        of the same target (``for _, imgs, targets in loader: imgs = imgs.type(Tensor)``: ``targets`` stays on the
+        host). Conservative: any ``targets.to(...)`` / ``.cuda()`` in the scope, or a target of one name, says
+        nothing."""
+        if binding.loop is None:
+            return False
+        names = [n.value for n in _target_names(binding.loop.target)]
+        if len(names) < 2 or name not in names or name in table.moves:
+            return False
+        return any(self._moved(other, table) for other in names if other != name)
+
+    def _moved(self, name: str, table: _ScopeBindings) -> bool:
+        for call in table.moves.get(name, ()):
+            method = call.func.attr.value
+            if method == "cuda":
+                return True
+            first = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
+            if method == "to" and first is not None and not _is_cpu(first, self.tree) and \
+                    not _is_dtype(first, self.tree):
+                return True
+            if method == "type" and first is not None and (isinstance(first, cst.Name) or
+                                                            "cuda" in self.tree.code_for(first)):
+                return True
+        return False
+
+    # -- device evidence ------------------------------------------------------------------------------------
+    def device_evidence(self) -> bool:
+        """Whether the file puts work on an accelerator anywhere: text naming one (``.cuda()``, ``"cuda:0"``,
+        ``torch.cuda.is_available()``, ``args.gpu``, ``--no-cuda``, ``mps``/``xpu``, ``LOCAL_RANK``,
+        ``accelerator``, ``DistributedDataParallel``, ``cudnn``), ``non_blocking=`` / ``pin_memory=`` other than
+        False, a step hook (``def training_step``: the framework's device), an import of ``torch.cuda``,
+        ``torch.distributed``, accelerate, Lightning, DeepSpeed..., or ``.to(device)`` / ``.to(0)`` /
+        ``device=args.device``: a ``.to()`` argument or ``device=`` value that is neither the CPU, a dtype, nor a
+        name only ever bound to those; or a file of the run with such evidence calls this file's functions
+        (``FileContext.device_from_run``, runcalls.resolve). Computed once per file: a scan of the text, and a walk
+        of the module (which stops at the first piece of evidence) only for the ``.to()`` and ``device=`` arguments.
+        """
+        if self._device is None:
+            self._device = bool(getattr(self.tree, "device_from_run", False)) or self._find_device()
+        return self._device
+
+    def _find_device(self) -> bool:
+        if any(_in_modules(q, _DEVICE_MODULES) for q in self.tree.imports.values()):
+            return True
+        text = self.tree.source.lower()
+        if _DEVICE_TEXT.search(text):
+            return True
+        if not _TO_OR_DEVICE.search(text):
+            return False
+        module = self.tree.module
+        work: list[tuple[cst.CSTNode, cst.CSTNode]] = [(module, module)]
+        while work:
+            node, scope = work.pop()
+            if self._device_node(node, scope):
+                return True
+            if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+                scope = node
+            work.extend((kid, scope) for kid in iter_children(node))
+        return False
+
+    def _device_node(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+        """A ``.to(X)`` or ``device=X`` where X may name an accelerator."""
+        cls = type(node)
+        if cls is cst.Arg:
+            return node.keyword is not None and node.keyword.value == "device" and \
+                self._may_be_device(node.value, scope, 0)
+        if cls is cst.Call:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "to":
+                first = next((a.value for a in node.args if a.keyword is None), None)
+                return first is not None and self._may_be_device(first, scope, 0)
+        return False
+
+    def _may_be_device(self, expr: cst.BaseExpression, scope: cst.CSTNode, depth: int) -> bool:
+        """``expr`` (a ``.to()`` argument or ``device=`` value) may name an accelerator: not the CPU, not a dtype,
+        not a name only ever bound to those."""
+        if _is_cpu(expr, self.tree) or _is_dtype(expr, self.tree):
+            return False
+        if isinstance(expr, cst.SimpleString):
+            return literal(expr) != "meta"
+        if isinstance(expr, cst.Name) and depth < 4:
+            table = self.bindings(scope)
+            found = table.bindings.get(expr.value) or self.bindings(self.tree.module).bindings.get(expr.value, ())
+            return not found or any(b.value is None or self._may_be_device(b.value, scope, depth + 1) for b in found)
+        return True
+
+
+def _is_dtype(expr: cst.BaseExpression, tree: Tree) -> bool:
+    """``torch.float16``, ``x.dtype``, ``dtype``: a dtype, not a device."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "dtype" or \
+            isinstance(expr, cst.Name) and expr.value == "dtype":
+        return True
+    qualified = tree.qualified_name(expr) if isinstance(expr, (cst.Attribute, cst.Name)) else None
+    return bool(qualified) and qualified.startswith("torch.") and qualified.count(".") == 1 and \
+        not qualified.startswith("torch.device")
+
+
+def _type_tested(test: cst.BaseExpression) -> str | None:
+    """The name a test says is a tensor: ``torch.is_tensor(x)``, ``isinstance(x, torch.Tensor)`` (or a tuple of
+    tensor types)."""
+    if not isinstance(test, cst.Call) or not test.args or not isinstance(test.args[0].value, cst.Name):
+        return None
+    callee = callee_name(test)
+    if callee == "is_tensor" and len(test.args) == 1:
+        return test.args[0].value.value
+    if callee == "isinstance" and len(test.args) == 2:
+        kinds = test.args[1].value
+        types = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+        if types and all((dotted_name(t) or "").endswith("Tensor") for t in types):
+            return test.args[0].value.value
+    return None
+
+
+def _not_tensor_here(table: _ScopeBindings, name: str, at: int, before: list[_Binding]) -> bool:
+    """``name`` at order ``at`` is in a branch where a type test says it is not a tensor, and not rebound there."""
+    for tested, first, end in table.not_tensor:
+        if tested == name and first <= at < end and not any(b.order >= first for b in before):
+            return True
+    return False
+
+
+def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _target_names(el.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return []
+
+
+def _own_returns(function: cst.FunctionDef) -> list[cst.Return]:
+    """The ``return`` statements of ``function`` itself (not of functions or classes nested in it)."""
+    found: list[cst.Return] = []
+    work = list(iter_children(function.body))
+    while work:
+        node = work.pop()
+        if isinstance(node, cst.Return):
+            found.append(node)
+        elif not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and \
+                not isinstance(node, cst.BaseExpression):
+            work.extend(iter_children(node))
+    return found
 
 
 def _in_modules(qualified: str | None, modules: tuple[str, ...]) -> bool:

@@ -29,3 +29,25 @@ EXTERNAL_MODULES = frozenset({
     "logging", "collections", "functools", "itertools", "typing", "re", "wandb", "tqdm", "transformers", "pathlib",
     "shutil", "copy", "pickle", "argparse", "datetime", "scipy", "sklearn", "pandas", "PIL", "cv2", "matplotlib",
 })
+# Device evidence (values.Values.device_evidence): importing one of these modules puts work on an accelerator.
+DEVICE_MODULES = (
+    "torch.cuda", "torch.distributed", "torch.nn.parallel", "torch.backends.cudnn", "torch.mps", "torch.xpu",
+    "accelerate", "lightning", "pytorch_lightning", "deepspeed", "apex", "fairscale", "torch_xla", "pynvml",
+)
+# Text that names an accelerator or a per-GPU process anywhere in a file (lower case): substrings of identifiers,
+# strings or comments (``torch.cuda``, ``"cuda:0"``, ``args.gpu``, ``LOCAL_RANK``, ``DistributedDataParallel``),
+# and whole words.
+DEVICE_SUBSTRINGS = ("cuda", "gpu", "cudnn", "local_rank", "accelerator", "dataparallel")
+DEVICE_NAMES = ("mps", "xpu", "npu", "hpu")
+# Calls that write or plot an array's values (TL102: the host copy feeding them is inherent to the output):
+# by their last name, and by qualified-name prefix.
+HOST_OUTPUT_CALLS = frozenset({"save_image", "imsave", "imwrite", "imshow", "fromarray", "mimsave", "mimwrite"})
+HOST_OUTPUT_MODULES = (
+    "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt", "torch.save", "torchaudio.save",
+    "soundfile.write", "scipy.io.wavfile.write", "matplotlib.pyplot", "PIL.Image", "cv2.imwrite", "imageio",
+)
+# Methods that keep a boolean tensor boolean (TL106 masks: ``torch.eye(n, dtype=torch.bool).to(device)``).
+MASK_KEEPING = frozenset({
+    "to", "cuda", "detach", "clone", "contiguous", "view", "reshape", "flatten", "squeeze", "unsqueeze", "expand",
+    "expand_as", "view_as", "reshape_as", "repeat", "t", "transpose", "permute",
+})

@@ -14,17 +14,19 @@ from helper_module import make_model  # a sibling import: the patched copy must 
 from torch.utils.data import DataLoader, TensorDataset
 
 MODE = os.environ.get("VERIFY_TEST_MODE", "")
+device = "cuda" if torch.cuda.is_available() else "cpu"  # the tests run it on the CPU
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 10**9
 
 dataset = TensorDataset(torch.randn(100_000, 16), torch.randint(0, 4, (100_000,)))  # one epoch outlasts a run
 loader = DataLoader(dataset, batch_size=32, num_workers=1, pin_memory=False)
-model = make_model()
+model = make_model().to(device)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
 
 running = 0.0
 step = 0
 while step < STEPS:
     for x, y in loader:
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         loss = F.cross_entropy(model(x), y)
         if loader.pin_memory and MODE == "nan":
             loss = loss * float("nan")

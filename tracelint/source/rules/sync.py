@@ -2,8 +2,10 @@
 ``print(t)``, ``torch.cuda.synchronize()``, boolean-mask indexing).
 
 Each rule reports a site only when ``SourceRule.step_loop`` places it in a per-step loop without a periodic or rare
-guard (and the host value is not needed there: ``SourceRule.needs_host_value``), and only when local code does not
-show the value is already on the host (``SourceRule.may_be_tensor``). Rules that need a tensor to exist at all
+guard (and the host value is not needed there: ``SourceRule.needs_host_value``), in code that may run on a device
+(the file shows device evidence, ``Values.device_evidence``, or the loop was reached from a file that does,
+``HotLoop.on_device``), and only when local code does not show the value is already on the host
+(``SourceRule.may_be_tensor``). Rules that need a tensor to exist at all
 (TL103, TL104, TL106 masks) ask for positive evidence of one (``SourceRule.is_tensor``); ``.item()`` and ``.cpu()``
 exist only on tensors (and numpy arrays), so TL101/TL102 report unless the value is known to be on the host.
 """
@@ -14,11 +16,15 @@ import re
 import libcst as cst
 
 from tracelint.engine import Fix
+from tracelint.source.context import dotted_name
 from tracelint.source.loops import HotLoop
 from tracelint.source.rule import SourceRule
-from tracelint.source.values import Kind, is_python_scalar, is_to_cpu, words
+from tracelint.source.values import Kind, callee_name, is_python_scalar, is_to_cpu, words
 from tracelint.source.vocab import DATA_DEPENDENT as _DATA_DEPENDENT
+from tracelint.source.vocab import HOST_OUTPUT_CALLS as _HOST_OUTPUT_CALLS
+from tracelint.source.vocab import HOST_OUTPUT_MODULES as _HOST_OUTPUT_MODULES
 from tracelint.source.vocab import LOGGING as _LOGGING
+from tracelint.source.vocab import MASK_KEEPING as _MASK_KEEPING
 from tracelint.source.vocab import MASK_METHODS as _MASK_METHODS
 from tracelint.source.vocab import SYNCHRONIZE as _SYNCHRONIZE
 
@@ -35,10 +41,16 @@ def _method(call: cst.Call) -> str | None:
 
 
 def _sync_loop(rule: SourceRule, node: cst.CSTNode) -> HotLoop | None:
-    """The per-step loop in which a sync at ``node`` waits for the GPU every step; None where it does not, or where
-    the host value is inherently needed (``env.step(action.item())``)."""
+    """The per-step loop in which a sync at ``node`` waits for the GPU every step; None where it does not, where
+    the host value is inherently needed (``env.step(action.item())``), or where nothing runs on a device."""
     loop = rule.step_loop(node)
-    return None if loop is None or rule.needs_host_value(node) else loop
+    return None if loop is None or rule.needs_host_value(node) else _on_device(rule, loop)
+
+
+def _on_device(rule: SourceRule, loop: HotLoop | None) -> HotLoop | None:
+    """``loop`` where its code may run on an accelerator: the file shows device evidence, or the loop was reached
+    through a call from a file that does. A script that never leaves the CPU has no host-device sync."""
+    return loop if loop is not None and (loop.on_device or rule.facts.device_evidence()) else None
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -164,16 +176,32 @@ class DeviceToHostCopyInLoop(SourceRule):
         elif method != "to" or not is_to_cpu(node, self.ctx):
             return
         loop = _sync_loop(self, node)
-        if loop is None or not self.may_be_tensor(node.func.value):
+        if loop is None or not self.may_be_tensor(node.func.value) or _feeds_output(self, node):
             return
         self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} copies device memory to the host "
                           f"and waits for the GPU every step")
 
 
+def _feeds_output(rule: SourceRule, node: cst.CSTNode) -> bool:
+    """The host copy ``node`` goes, in its statement, into a call that writes or plots the values
+    (``save_image(x.cpu())``, ``Image.fromarray(x.cpu().numpy())``, ``plt.imshow(...)``, ``np.save``): the host
+    needs them whatever the code does, so the copy is not a waste (writing every batch is the task)."""
+    ctx = rule.ctx
+    for parent in ctx.ancestors(node):
+        if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return False
+        if isinstance(parent, cst.Call):
+            name = ctx.qualified_name(parent.func) or ""
+            if callee_name(parent) in _HOST_OUTPUT_CALLS or \
+                    any(name == m or name.startswith(m + ".") for m in _HOST_OUTPUT_MODULES):
+                return True
+    return False
+
+
 # --------------------------------------------------------------------------------------------------------------
 class TensorToPythonScalarInLoop(SourceRule):
     code = "TL103"
-    triggers = ("float(", "int(", "bool(", "if ", "while ", "max(", "min(", "assert ")
+    triggers = ("float(", "int(", "bool(", "if ", "while ", "max(", "min(", "assert ", "math")
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualified_name(node.func)
@@ -182,6 +210,8 @@ class TensorToPythonScalarInLoop(SourceRule):
             why = "reads a tensor's value on the host"
         elif name in ("builtins.max", "builtins.min") and len(positional) >= 2:
             why = "compares tensors on the host"
+        elif name and name.startswith("math.") and positional:
+            why = "converts a tensor to a Python float on the host"  # math.isnan(t), math.sqrt(t): t.__float__()
         else:
             return
         loop = _sync_loop(self, node)
@@ -192,7 +222,8 @@ class TensorToPythonScalarInLoop(SourceRule):
     def _test(self, node: cst.CSTNode, test: cst.BaseExpression, keyword: str) -> None:
         # The test runs where its statement runs; a while test also runs on every iteration of its own loop.
         description = self.facts.loop_description(node) if isinstance(node, cst.While) else None
-        loop = HotLoop(node, description) if description and self.facts.imports_torch() else _sync_loop(self, node)
+        loop = _on_device(self, HotLoop(node, description)) if description and self.facts.imports_torch() \
+            else _sync_loop(self, node)
         if loop is not None and self._tensor_truth(test) is not None:
             self.report(test, f"`{keyword} {_snippet(self.ctx, test)}` in {loop.description} takes the truth value "
                               f"of a tensor on the host: a host-device sync every step")
@@ -322,7 +353,9 @@ class NonzeroInLoop(SourceRule):
                 return
             self._report(node, "(boolean-mask assignment of a tensor) needs the mask's nonzero indices")
         elif self.may_be_tensor(node.value) and self._is_mask(index, node.value):
-            self._report(node, "(boolean-mask indexing) has a data-dependent shape")
+            update = isinstance(parent, cst.AugAssign) and parent.target is node
+            self._report(node, "(boolean-mask update) reads and writes through the mask's nonzero indices" if update
+                         else "(boolean-mask indexing) has a data-dependent shape")
 
     @staticmethod
     def _mask_like(expr: cst.BaseExpression, depth: int) -> bool:
@@ -334,8 +367,9 @@ class NonzeroInLoop(SourceRule):
         if isinstance(expr, cst.BinaryOperation):
             return isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor))
         if isinstance(expr, cst.Call):
-            return _method(expr) in _MASK_METHODS or (
-                isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MASK_METHODS)
+            method = _method(expr)
+            return method in _MASK_METHODS or _bool_dtype(expr) is True or (
+                method in _MASK_KEEPING and NonzeroInLoop._mask_like(expr.func.value, depth))
         return isinstance(expr, cst.Name) and depth == 0
 
     def _is_mask(self, expr: cst.BaseExpression, indexed: cst.BaseExpression, depth: int = 0) -> bool:
@@ -356,8 +390,50 @@ class NonzeroInLoop(SourceRule):
             name = self.ctx.qualified_name(expr.func)
             if name and name.startswith("torch.") and name[6:] in _MASK_METHODS:
                 return True
-            return _method(expr) in _MASK_METHODS and self.is_tensor(expr.func.value)
+            method = _method(expr)
+            if method in _MASK_METHODS:
+                return self.is_tensor(expr.func.value)
+            # ``torch.eye(n, dtype=torch.bool, device=d)``, ``torch.eye(n, dtype=torch.bool).to(device)``
+            return self.is_tensor(expr) and self._is_bool(expr, depth)
         if isinstance(expr, cst.Name):
             value = self.facts.value_of(expr)
             return value is not None and self._mask_like(value, depth + 1) and self._is_mask(value, indexed, depth + 1)
         return False
+
+    def _is_bool(self, expr: cst.BaseExpression, depth: int) -> bool:
+        """Evidence that ``expr`` holds booleans, wherever it lives: a comparison, ``.bool()``, ``torch.isnan``,
+        ``dtype=torch.bool``, ``~m``, ``m1 & m2``, or a boolean tensor moved or reshaped (``.to(device)``)."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.Comparison):
+            return self._mask_like(expr, depth)
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
+            return self._is_bool(expr.expression, depth + 1)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+            return self._is_bool(expr.left, depth + 1) or self._is_bool(expr.right, depth + 1)
+        if isinstance(expr, cst.Call):
+            dtype = _bool_dtype(expr)
+            if dtype is not None:
+                return dtype
+            method = _method(expr)
+            if (method or callee_name(expr)) in _MASK_METHODS:
+                return True
+            return method in _MASK_KEEPING and self._is_bool(expr.func.value, depth + 1)
+        if isinstance(expr, cst.Name):
+            value = self.facts.value_of(expr)
+            return value is not None and self._is_bool(value, depth + 1)
+        return False
+
+
+def _bool_dtype(call: cst.Call) -> bool | None:
+    """True when ``call`` names ``torch.bool`` as its dtype (``dtype=torch.bool``, ``.to(torch.bool)``), False when
+    it names another torch dtype (``.to(torch.float32)``), None when it names none."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value != "dtype":
+            continue
+        name = dotted_name(arg.value)
+        if name in ("torch.bool", "bool"):
+            return True
+        if arg.keyword is not None or name and name.startswith("torch.") and name != "torch.device":
+            return False
+    return None
