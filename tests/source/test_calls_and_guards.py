@@ -244,3 +244,35 @@ def test_a_loop_that_ends_in_break_or_return_runs_once(tmp_path):
     text = text.replace("if step % 500 == 0:", "if True:")
     [finding] = findings(write(tmp_path, {"train.py": text}))
     assert finding.location.line == 11 and "in the loop over `enumerate(loader)`" in finding.message
+
+
+def test_device_evidence_flows_to_the_modules_a_device_script_calls(tmp_path):
+    # The helper module never names a device: its own minibatch loop syncs only because train.py, which moves the
+    # model to CUDA, calls it. (Not a per-step call: once per update, around the helper's own per-step loop.)
+    files = {
+        "algo.py": """\
+            import torch
+
+            class PPO:
+                def update(self, rollouts):
+                    for batch in rollouts.feed_forward_generator():
+                        loss = self.model(batch)
+                        loss.backward()
+                        self.optimizer.step()
+                        print(loss.item())
+            """,
+        "train.py": """\
+            import torch
+            from algo import PPO
+
+            model = Policy().cuda()
+            agent = PPO(model)
+            for update in range(num_updates):
+                for step in range(num_steps):
+                    obs = envs.step(model.act(obs))
+                agent.update(rollouts)
+            """,
+    }
+    write(tmp_path, files)
+    assert [(Path(f.location.path).name, f.location.line) for f in findings([tmp_path])] == [("algo.py", 9)]
+    assert findings([tmp_path / "algo.py"]) == []  # alone: no device evidence, no host-device sync

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -35,7 +35,7 @@ from tracelint.engine.suppress import is_suppressed
 from tracelint.source.document import DocumentError, NotebookDocument, PythonDocument, read_document
 from tracelint.source.fix import NotWritten, choose_fixes, write_atomic
 from tracelint.source.runcalls import Entry, RunCalls
-from tracelint.source.screen import PROJECT_CALL, calm, examine, hazard, may_report, parse_quietly, sites
+from tracelint.source.screen import PROJECT_CALL, SYNC_KINDS, calm, examine, hazard, may_report, parse_quietly, sites
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -246,7 +246,10 @@ def lint_in_run(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: 
         except (OSError, ValueError, RecursionError) as exc:
             error = InputError(display, f"cannot write the fixed file: {_one_line(exc)}")
             return [*outcome.before, error, FileChecked(display)], outcome.calls
-    return [*outcome.findings, *outcome.errors, FileChecked(display, fixed=outcome.fixed)], outcome.calls
+    calls = outcome.calls
+    if calls is not None and look.sites is not None and not look.sites & SYNC_KINDS:
+        calls = replace(calls, sync_sites=False)
+    return [*outcome.findings, *outcome.errors, FileChecked(display, fixed=outcome.fixed)], calls
 
 
 def _analyse(doc, display: str, rules, config: Config, found, fix: bool, unsafe: bool,

@@ -34,6 +34,7 @@ class RunCalls:
     hot_calls: tuple[HotCall, ...] = ()
     device: bool = False                   # the file shows device evidence itself
     device_calls: frozenset[str] = frozenset()  # with ``device``: the imported functions it calls anywhere
+    sync_sites: bool = True                # the screen found host-device sync sites (device evidence matters)
 
 
 # -- resolving the calls of a run -----------------------------------------------------------------------------
@@ -59,7 +60,7 @@ def resolve(files: dict[Path, RunCalls]) -> tuple[dict[Path, dict[str, Entry]], 
                 break
         for target in caller.calls.device_calls if caller.calls.device else ():
             for module, _member in _candidates(target, caller, modules):
-                if module.path != caller.path and not module.calls.device:
+                if module.path != caller.path and not module.calls.device and module.calls.sync_sites:
                     device.add(module.path)
                 break
     return entries, device

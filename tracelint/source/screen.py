@@ -60,8 +60,8 @@ ZERO_GRAD = "zero-grad"            # zero_grad(set_to_none=False)               
 # the project), which a run of several files must analyse to follow (callers.py).
 PROJECT_CALL = "project-call"
 
-_SYNC_KINDS = frozenset({ITEM, HOST_COPY, SCALAR, FORMAT, SYNCHRONIZE, DATA_DEPENDENT_CALL, MASK_INDEX})
-SITE_KINDS = _SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD}
+SYNC_KINDS = frozenset({ITEM, HOST_COPY, SCALAR, FORMAT, SYNCHRONIZE, DATA_DEPENDENT_CALL, MASK_INDEX})
+SITE_KINDS = SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD}
 # A generic kind a new rule can declare without touching this module: ``call:NAME``, a call anywhere in the file
 # whose callee's last name, as written or resolved through imports and aliases, is NAME (``call:barrier`` for
 # ``dist.barrier()`` and ``from torch.distributed import barrier as b; b()``).
@@ -172,7 +172,7 @@ class _Screen:
         if self.device_copy and DATALOADER in found:
             found.add(PINNED_COPY)
         if not self.torch:
-            found -= _SYNC_KINDS
+            found -= SYNC_KINDS
         return frozenset(found)
 
     def _collect(self, node: ast.AST, scope: ast.AST, assigned: dict[str, int], candidates: dict[str, str]) -> None:
