@@ -19,6 +19,7 @@ the finding to fix first.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 from weakref import WeakKeyDictionary
 
 import libcst as cst
@@ -30,6 +31,7 @@ from tracelint.source.context import FileContext, dotted_name, iter_children, it
 from tracelint.source.loops import runs_once
 from tracelint.source.rule import SourceRule
 from tracelint.source.values import callee_name, words
+from tracelint.source.vocab import HOST_ATTRS
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # Positions in DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory)
@@ -52,16 +54,18 @@ def pins_memory(args: Arguments) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Argument:
-    """A DataLoader argument, its position, the literal value that is a violation, and the value the fix writes."""
+    """A DataLoader argument, its position, the literal value that is a violation, the value the fix writes, and
+    whether that fix is safe."""
 
     name: str
     position: int
     bad: object
     good: str
+    safe: bool
 
 
-NUM_WORKERS = _Argument("num_workers", NUM_WORKERS_POS, bad=0, good=str(DEFAULT_WORKERS))
-PIN_MEMORY = _Argument("pin_memory", PIN_MEMORY_POS, bad=False, good="True")
+NUM_WORKERS = _Argument("num_workers", NUM_WORKERS_POS, bad=0, good=str(DEFAULT_WORKERS), safe=False)
+PIN_MEMORY = _Argument("pin_memory", PIN_MEMORY_POS, bad=False, good="True", safe=True)
 
 
 def _violates(args: Arguments, argument: _Argument) -> bool:
@@ -71,15 +75,6 @@ def _violates(args: Arguments, argument: _Argument) -> bool:
     if value is None:
         return args.known  # else **kwargs / *args may set it
     return is_literal(value, argument.bad)
-
-
-def _fix(rule: SourceRule, node: cst.Call, args: Arguments, argument: _Argument, *, safe: bool) -> Fix:
-    value = args.get(argument.name, argument.position)
-    if value is None:
-        return Fix(f"Add {argument.name}={argument.good}",
-                   (rule.replace(node, with_keyword(node, argument.name, argument.good)),), safe=safe)
-    # the literal may sit in the call or in a **kwargs dict built nearby
-    return Fix(f"Set {argument.name}={argument.good}", (rule.edit(value, argument.good),), safe=safe)
 
 
 class _LoaderRule(SourceRule):
@@ -94,35 +89,53 @@ class _LoaderRule(SourceRule):
             self.loaders.append(node)
 
 
-class DataLoaderWithoutWorkers(_LoaderRule):
+class _ArgumentRule(_LoaderRule):
+    """A DataLoader argument missing or set to its bad value, reported where the file's use of the loader says it
+    matters (``matters``)."""
+
+    argument: ClassVar[_Argument]
+    message: ClassVar[str]
+
+    def matters(self, loader: cst.Call, args: Arguments) -> bool:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        argument = self.argument
+        for node in self.loaders:
+            args = call_arguments(self.ctx, node)
+            if not _violates(args, argument) or not self.matters(node, args):
+                continue
+            value = args.get(argument.name, argument.position)
+            if value is None:
+                edit = self.replace(node, with_keyword(node, argument.name, argument.good))
+                fix = Fix(f"Add {argument.name}={argument.good}", (edit,), safe=argument.safe)
+            else:  # the literal may sit in the call or in a **kwargs dict built nearby
+                fix = Fix(f"Set {argument.name}={argument.good}", (self.edit(value, argument.good),),
+                          safe=argument.safe)
+            self.report(node, self.message, fix=fix)
+
+
+class DataLoaderWithoutWorkers(_ArgumentRule):
     code = "TL201"
     triggers = ("DataLoader",)
+    argument = NUM_WORKERS
+    message = ("DataLoader loads batches in the main process (num_workers is 0): the training loop waits for every "
+               "batch; use worker processes")
 
-    def finish(self) -> None:
-        for node in self.loaders:
-            args = call_arguments(self.ctx, node)
-            if not _violates(args, NUM_WORKERS):
-                continue
-            facts = loader_facts(self.ctx)
-            if facts.rarely_read(node) or facts.cheap_items(args):
-                continue
-            self.report(node, "DataLoader loads batches in the main process (num_workers is 0): the training loop "
-                              "waits for every batch; use worker processes",
-                        fix=_fix(self, node, args, NUM_WORKERS, safe=False))
+    def matters(self, loader: cst.Call, args: Arguments) -> bool:
+        facts = loader_facts(self.ctx)
+        return not facts.rarely_read(loader) and not facts.cheap_items(args)
 
 
-class DataLoaderWithoutPinnedMemory(_LoaderRule):
+class DataLoaderWithoutPinnedMemory(_ArgumentRule):
     code = "TL202"
     triggers = ("DataLoader",)
+    argument = PIN_MEMORY
+    message = ("DataLoader without pin_memory=True: batches are copied to the GPU from pageable memory, a slower copy "
+               "that cannot overlap compute")
 
-    def finish(self) -> None:
-        for node in self.loaders:
-            args = call_arguments(self.ctx, node)
-            if not _violates(args, PIN_MEMORY) or not loader_facts(self.ctx).pinning_helps(node, args):
-                continue
-            self.report(node, "DataLoader without pin_memory=True: batches are copied to the GPU from pageable "
-                              "memory, a slower copy that cannot overlap compute",
-                        fix=_fix(self, node, args, PIN_MEMORY, safe=True))
+    def matters(self, loader: cst.Call, args: Arguments) -> bool:
+        return loader_facts(self.ctx).pinning_helps(loader, args)
 
 
 class CopyWithoutNonBlocking(_LoaderRule):
@@ -193,10 +206,11 @@ _READERS = frozenset({"len", "print", "isinstance", "hasattr", "getattr", "str",
 # Calls whose result is the batch itself or a part of it (containers, ``Variable``, torch ops on host tensors).
 _DERIVERS = frozenset({"iter", "next", "list", "tuple", "enumerate", "zip", "reversed", "dict", "sorted",
                        "Variable", "map", "filter"})
+# Tensor methods that read on the host (vocab.HOST_METHODS also holds dict and str methods, which a batch that is a
+# dict goes through: ``batch.items()``).
 _HOST_READS = frozenset({"item", "tolist", "numpy", "cpu", "size", "dim", "ndimension", "numel", "nelement",
                          "element_size", "data_ptr", "stride", "get_device", "is_contiguous", "is_floating_point",
-                         "storage_offset", "dtype"})
-_HOST_ATTRS = frozenset({"shape", "ndim", "device", "dtype", "is_cuda", "requires_grad", "layout", "is_leaf"})
+                         "is_complex", "storage_offset"})
 _DEVICE_WORDS = frozenset({"device", "cuda", "gpu", "gpus"})
 _DTYPES = frozenset({
     "float", "float16", "float32", "float64", "bfloat16", "half", "double", "int", "int8", "int16", "int32",
@@ -507,7 +521,7 @@ class LoaderFacts:
                 break
             call = ctx.parent(parent)
             if not (isinstance(call, cst.Call) and call.func is parent):
-                if parent.attr.value in _HOST_ATTRS:
+                if parent.attr.value in HOST_ATTRS:
                     return
                 expr = parent
                 continue
