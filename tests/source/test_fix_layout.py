@@ -209,10 +209,6 @@ def test_remove_argument_of_many(place, before, index, after):
 
 # -- through the rules ------------------------------------------------------------------------------------------
 HEADER = "import torch\nfrom torch.utils.data import DataLoader\n\n"
-# The rules still replace the whole call with libcst's print of a changed node (calls.with_keyword and
-# without_argument), which loses the indentation of the block the call is in; these pass once they use
-# calls.set_keyword / calls.remove_argument.
-PENDING = pytest.mark.xfail(strict=True, reason="TL2xx/TL301 rules still print the whole call (with_keyword)")
 
 
 def fix_file(tmp_path, text: str, *codes: str, unsafe: bool = False) -> tuple[str, list]:
@@ -263,7 +259,7 @@ RULE_CASES = [
 
 
 @pytest.mark.parametrize("codes,unsafe,before,after", [
-    pytest.param(codes, unsafe, before, after, id=name, marks=[PENDING] if pending else [])
+    pytest.param(codes, unsafe, before, after, id=name)
     for name, codes, unsafe, before, after, pending in RULE_CASES])
 def test_rule_fixes_keep_the_layout(tmp_path, codes, unsafe, before, after):
     header = HEADER if "import torch" not in before else ""
@@ -295,7 +291,7 @@ def test_notebook_cell_multi_line_call(tmp_path):
 
 
 @pytest.mark.parametrize("place", [pytest.param(in_file, id="file"),
-                                   pytest.param(in_block, id="block", marks=PENDING)])
+                                   pytest.param(in_block, id="block")])
 def test_cli_fix(tmp_path, place):
     """``python -m tracelint check FILE --fix`` on the issue's call."""
     path = tmp_path / "train.py"

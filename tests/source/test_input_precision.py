@@ -209,7 +209,10 @@ class Trainer:
 """
     result = lint(HEAD + source)
     assert result.codes("TL203") == [("TL203", HEAD.count("\n") + 11)]
-    assert result.findings[0].fix.edits[0].text == "t.to(self.device, non_blocking=True)"
+    from tracelint.source.fix import apply_edits
+
+    fixed = apply_edits(HEAD + source, list(result.findings[0].fix.edits))
+    assert "batch = [t.to(self.device, non_blocking=True) for t in batch]" in fixed
 
 
 def test_tl203_through_factory_class_and_helper(lint):

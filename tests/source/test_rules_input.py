@@ -115,4 +115,4 @@ def test_tl203_self_attribute_loader(lint):
                     x = x.cuda(0)
     """)
     assert result.codes() == [("TL203", 9)]
-    assert result.findings[0].fix.edits[0].text == "x.cuda(0, non_blocking=True)"
+    assert result.findings[0].fix.edits[0].text == ", non_blocking=True"

@@ -28,5 +28,5 @@ def test_not_reported_where_grads_are_mutated_in_place(lint, mutation):
 
 def test_fix_drops_the_argument(lint):
     result = lint("import torch\nopt.zero_grad(set_to_none=False)\nmodel.zero_grad(False)\n")
-    assert [f.fix.edits[0].text for f in result.findings] == ["opt.zero_grad()", "model.zero_grad()"]
+    assert [f.fix.edits[0].text for f in result.findings] == ["", ""]  # the text between the parentheses goes
     assert all(f.fix.safe for f in result.findings)

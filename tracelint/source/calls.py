@@ -13,7 +13,6 @@ import libcst as cst
 
 from tracelint.engine import Edit
 from tracelint.source.context import FileContext, dotted_name, iter_descendants
-from tracelint.source.fix import apply_edits
 
 _UNSET = object()
 
@@ -170,7 +169,7 @@ def _names(target: cst.BaseExpression) -> set[str]:
 # -- fixes that keep the layout ---------------------------------------------------------------------------------
 # A fix edits only the text around the argument it adds, sets or removes; every other byte of the call stays as
 # written: its indentation (inside an indented block too), line breaks (CRLF too), tabs, comments and commas.
-# Printing a changed libcst node instead loses the indentation of the enclosing block: libcst keeps a bracketed
+# Printing a changed libcst node instead would lose the indentation of the enclosing block: libcst keeps a bracketed
 # line's indentation relative to the block, and ``Module.code_for_node`` of one node knows no block.
 _BREAK = re.compile(r"\r\n|\r|\n")  # Python's line breaks (as fix.apply_edits counts lines)
 _LINE_STARTS: WeakKeyDictionary[FileContext, list[int]] = WeakKeyDictionary()  # per file: once, not per fix
@@ -340,33 +339,6 @@ def _separator(call: cst.Call) -> str:
                 and not comma.whitespace_after.value.strip():
             return comma.whitespace_after.value
     return " "
-
-
-def with_keyword(call: cst.Call, name: str, value_code: str) -> cst.Call:
-    """``set_keyword`` for callers that replace the whole call with a node (``rule.replace(call, new)``): the call
-    as libcst prints it alone, with that edit. Prefer ``set_keyword``: a call printed alone loses the indentation
-    of the block it is in (see above), so this is exact only for a call outside any indented block."""
-    ctx, alone = _alone(call)
-    return _edited(ctx, set_keyword(ctx, alone, name, value_code))
-
-
-def without_argument(call: cst.Call, arg: cst.Arg) -> cst.Call:
-    """``remove_argument`` for callers that replace the whole call with a node (the caveat of ``with_keyword``)."""
-    ctx, alone = _alone(call)
-    index = next(n for n, a in enumerate(call.args) if a is arg)
-    return _edited(ctx, remove_argument(ctx, alone, alone.args[index]))
-
-
-def _alone(call: cst.Call) -> tuple[FileContext, cst.Call]:
-    """A file holding only ``call`` as libcst prints it alone, and the call in it."""
-    code = cst.Module([]).code_for_node(call.with_changes(lpar=(), rpar=()))
-    module = cst.parse_module(code)
-    expr = cst.ensure_type(cst.ensure_type(module.body[0], cst.SimpleStatementLine).body[0], cst.Expr)
-    return FileContext("<call>", code, module), cst.ensure_type(expr.value, cst.Call)
-
-
-def _edited(ctx: FileContext, edit: Edit) -> cst.Call:
-    return cst.ensure_type(cst.parse_expression(apply_edits(ctx.source, [edit])), cst.Call)
 
 
 def find_arg(call: cst.Call, name: str, position: int | None = None) -> cst.Arg | None:

@@ -23,8 +23,10 @@ discovered, and its name is the rule's name without dashes (``dataloader-without
   works for every node visited so far.
 - ``self.report(node, message, fix=Fix(...), severity=None)`` records a finding at the node's position; the
   severity defaults to the catalog's. ``self.edit(node, text)`` builds an Edit replacing a node's text,
-  ``self.replace(node, new_node)`` one replacing it with a rewritten node (see calls.py: ``with_keyword``,
-  ``without_argument``). A Fix is ``Fix(title, (edit, ...), safe=True)``; unsafe fixes apply only with
+  ``self.replace(node, new_node)`` one replacing it with a rewritten node (printed alone: inside an indented
+  block, its continuation lines lose the block's indentation). To add, set or remove a call's argument use
+  calls.py's ``set_keyword(ctx, call, name, value)`` and ``remove_argument(ctx, call, arg)``: edits that keep
+  the call's layout. A Fix is ``Fix(title, (edit, ...), safe=True)``; unsafe fixes apply only with
   --unsafe-fixes. A safe fix must turn each *Example* of the rule's doc into one of its *Use instead* examples
   (tests/source/test_catalog_fixes.py checks it).
 - ``finish()`` is called once after the traversal (for rules that decide at the end of the file).

@@ -26,7 +26,7 @@ import libcst as cst
 
 from tracelint.engine import Fix
 from tracelint.source import loops
-from tracelint.source.calls import Arguments, call_arguments, is_literal, with_keyword
+from tracelint.source.calls import Arguments, call_arguments, is_literal, set_keyword
 from tracelint.source.context import FileContext, dotted_name, iter_children, iter_descendants
 from tracelint.source.loops import runs_once
 from tracelint.source.rule import SourceRule
@@ -106,13 +106,10 @@ class _ArgumentRule(_LoaderRule):
             if not _violates(args, argument) or not self.matters(node, args):
                 continue
             value = args.get(argument.name, argument.position)
-            if value is None:
-                edit = self.replace(node, with_keyword(node, argument.name, argument.good))
-                fix = Fix(f"Add {argument.name}={argument.good}", (edit,), safe=argument.safe)
-            else:  # the literal may sit in the call or in a **kwargs dict built nearby
-                fix = Fix(f"Set {argument.name}={argument.good}", (self.edit(value, argument.good),),
-                          safe=argument.safe)
-            self.report(node, self.message, fix=fix)
+            verb = "Add" if value is None else "Set"  # a literal set may sit in the call or in a **kwargs dict nearby
+            edit = set_keyword(self.ctx, node, argument.name, argument.good, argument.position)
+            self.report(node, self.message,
+                        fix=Fix(f"{verb} {argument.name}={argument.good}", (edit,), safe=argument.safe))
 
 
 class DataLoaderWithoutWorkers(_ArgumentRule):
@@ -163,10 +160,8 @@ class CopyWithoutNonBlocking(_LoaderRule):
             return
         if self.step_loop(node) is None:
             return  # a copy of a batch taken once, or under an evaluation interval: nothing to overlap per step
-        if non_blocking is None:
-            fix = Fix("Add non_blocking=True", (self.replace(node, with_keyword(node, "non_blocking", "True")),))
-        else:
-            fix = Fix("Set non_blocking=True", (self.edit(non_blocking, "True"),))
+        verb = "Add" if non_blocking is None else "Set"
+        fix = Fix(f"{verb} non_blocking=True", (set_keyword(self.ctx, node, "non_blocking", "True"),))
         self.report(node, f"`.{method}()` of a batch from a pinned DataLoader without non_blocking=True: the copy "
                           "blocks the host instead of overlapping compute", fix=fix)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from tracelint.engine import Fix
-from tracelint.source.calls import find_arg, is_literal, without_argument
+from tracelint.source.calls import find_arg, is_literal, remove_argument
 from tracelint.source.rule import SourceRule
 
 
@@ -43,7 +43,7 @@ class ZeroGradKeepsGrads(SourceRule):
             return
         for call, arg in self.candidates:
             fix = Fix("Remove set_to_none=False (the default since PyTorch 2.0 frees the gradients)",
-                      (self.replace(call, without_argument(call, arg)),))
+                      (remove_argument(self.ctx, call, arg),))
             self.report(call, "zero_grad(set_to_none=False) fills every gradient with zeros each step (a fill "
                               "kernel per parameter tensor) instead of freeing them", fix=fix)
 
