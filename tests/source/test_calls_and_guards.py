@@ -276,3 +276,39 @@ def test_device_evidence_flows_to_the_modules_a_device_script_calls(tmp_path):
     write(tmp_path, files)
     assert [(Path(f.location.path).name, f.location.line) for f in findings([tmp_path])] == [("algo.py", 9)]
     assert findings([tmp_path / "algo.py"]) == []  # alone: no device evidence, no host-device sync
+
+
+def test_a_graph_collate_defined_in_another_file_of_the_run(tmp_path):
+    files = {
+        "data.py": """\
+            import dgl
+            import torch
+
+            class Molecules(torch.utils.data.Dataset):
+                def collate(self, samples):
+                    graphs, labels = map(list, zip(*samples))
+                    return dgl.batch(graphs), torch.tensor(labels)
+
+                def collate_dense(self, samples):
+                    return torch.stack([s[0] for s in samples]), torch.tensor([s[1] for s in samples])
+            """,
+        "train.py": """\
+            import torch
+            from torch.utils.data import DataLoader
+            from data import Molecules
+
+            dataset = Molecules()
+            graph_loader = DataLoader(dataset, batch_size=128, num_workers=4, collate_fn=dataset.collate)
+            dense_loader = DataLoader(dataset, batch_size=128, num_workers=4, collate_fn=dataset.collate_dense)
+            for loader in (graph_loader, dense_loader):
+                for x, y in loader:
+                    model(x.to("cuda"), y.to("cuda")).backward()
+                    opt.step()
+            """,
+    }
+    write(tmp_path, files)
+    found = [(Path(f.location.path).name, f.location.line, f.code) for f in findings([tmp_path])]
+    assert ("train.py", 7, "TL202") in found and ("train.py", 6, "TL202") not in found
+    # the train file alone cannot know what dataset.collate returns: reported
+    alone = [(f.location.line, f.code) for f in findings([tmp_path / "train.py"])]
+    assert (6, "TL202") in alone

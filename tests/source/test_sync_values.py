@@ -201,13 +201,21 @@ def test_the_non_tensor_branch_of_a_type_test(body, expected):
     ("imgs = imgs.to(torch.float32)", [("TL102", 2)]),                   # a dtype is no move
 ])
 def test_a_batch_element_never_moved_stays_on_the_host(moves, expected):
-    source = f"for _, imgs, targets in loader:\n    labels += targets[:, 1].tolist()\n    {moves}\n" \
+    source = f"for _, imgs, targets in loader:\n    labels.append(targets[:, 1].cpu())\n    {moves}\n" \
              "    out = model(imgs)\n"
     assert lint(source) == expected
 
 
 def test_a_single_loop_target_is_not_inferred():
-    assert lint("for batch in loader:\n    ids = batch.tolist()\n    out = model(batch.cuda())\n") == [("TL102", 2)]
+    assert lint("for batch in loader:\n    ids = batch.cpu()\n    out = model(batch.cuda())\n") == [("TL102", 2)]
+
+
+def test_tolist_needs_evidence_of_a_tensor():
+    # numpy arrays have .tolist() too: a value of unknown kind (a parameter, a loader item) is not reported, a
+    # model output or a torch op's result is; .cpu() exists only on tensors and is reported either way.
+    source = "def step(counts, x):\n    for batch in loader:\n        a = counts.tolist()\n" \
+             "        b = model(x).argmax(1).tolist()\n        c = counts.cpu()\n"
+    assert lint(source) == [("TL102", 4), ("TL102", 5)]
 
 
 # -- host copies that output needs ----------------------------------------------------------------------------------

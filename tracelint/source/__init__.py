@@ -76,7 +76,7 @@ def _lint_job(job: tuple[Path, Config, bool, bool, dict | None]) -> tuple[list, 
     from tracelint.source.lint import _Run, lint_in_run
 
     path, config, fix, unsafe, part = job
-    run = _Run(*part) if part is not None else None  # (entries, on_device)
+    run = _Run(*part) if part is not None else None  # (entries, on_device, graph_collates)
     return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe, run=run)
 
 
@@ -98,7 +98,12 @@ def lint_paths(
             files.append((item, config_for(item)))
     # A run of several files follows per-step calls across them (callers.py): results are held until the
     # functions other files call every step have been analysed as such.
-    follow = ({}, False) if len(files) > 1 else None
+    if len(files) > 1:
+        from tracelint.source.runcalls import graph_collates
+
+        follow: tuple | None = ({}, False, graph_collates([path for path, _ in files]))
+    else:
+        follow = None
     jobs = [(path, config, fix, unsafe_fixes, follow) for path, config in files]
     results = list(_run_jobs(jobs, progress))
     if progress and jobs:
@@ -131,11 +136,13 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]]) -> None:
 
     index = {job[0]: i for i, job in enumerate(jobs)}
     calls = {job[0]: result[1] or RunCalls() for job, result in zip(jobs, results, strict=True)}
-    done: dict[Path, tuple[dict, bool]] = {}
+    done: dict[Path, tuple[dict, bool, frozenset[str]]] = {}
     for _ in range(MAX_ROUNDS):
         entries, device = resolve(calls)
-        parts = {path: (entries.get(path, {}), path in device) for path in {*entries, *device} if path in index}
-        wanted = {path: part for path, part in parts.items() if part != done.get(path, ({}, False))}
+        collates = jobs[0][4][2]
+        parts = {path: (entries.get(path, {}), path in device, collates) for path in {*entries, *device}
+                 if path in index}
+        wanted = {path: part for path, part in parts.items() if part != done.get(path, ({}, False, collates))}
         if not wanted:
             return
         again = [(path, jobs[index[path]][1], False, False, part) for path, part in wanted.items()]

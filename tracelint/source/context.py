@@ -11,6 +11,7 @@ API for rule authors (one ``FileContext`` per file, shared by every rule on that
     ctx.ancestors(node)       parent, grandparent, ... up to the Module
     ctx.entries               {"f" or "C.m": callers.Entry}: functions other files of the run call every step
     ctx.device_from_run       a file of the run with device evidence calls this file's functions
+    ctx.graph_collates        names of the run's functions that batch graphs (a collate_fn defined elsewhere)
     ctx.stack                 during a traversal: the ancestors of the node being visited (outermost first)
     ctx.qualified_name(expr)  "torch.utils.data.DataLoader" for ``DL``/``tud.DataLoader``/..., resolved through
                               the file's imports and simple aliases (``DL = torch.utils.data.DataLoader``);
@@ -217,12 +218,14 @@ class FileContext:
 
     def __init__(self, path: str, source: str, module: cst.Module, *,
                  cell_lines: tuple[tuple[int, int], ...] | None = None, entries: dict | None = None,
-                 device_from_run: bool = False) -> None:
+                 device_from_run: bool = False, graph_collates: frozenset[str] = frozenset()) -> None:
         self.path = path
         # Functions of this file that per-step loops of other files of the run call (callers.py: {"f": Entry}).
         self.entries = entries or {}
         # A file of the run with device evidence calls this file's functions (values.Values.device_evidence).
         self.device_from_run = device_from_run
+        # Names of functions of other files of the run that batch graphs in a collate (runcalls.graph_collates).
+        self.graph_collates = graph_collates
         self.source = source
         self.lines = source.splitlines()
         self.module = module

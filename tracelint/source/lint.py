@@ -118,7 +118,8 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
 
     module = _parse(doc.text)
     ctx = FileContext(display, doc.text, module, cell_lines=doc.cell_lines, entries=run.entries if run else None,
-                      device_from_run=run.on_device if run else False)
+                      device_from_run=run.on_device if run else False,
+                      graph_collates=run.graph_collates if run else frozenset())
     found = run_rules(ctx, [cls(ctx) for cls in active])
     if run is not None:
         from tracelint.source.loops import facts
@@ -167,6 +168,7 @@ class _Run:
 
     entries: dict[str, Entry] = field(default_factory=dict)
     on_device: bool = False  # a file of the run with device evidence calls this file's functions
+    graph_collates: frozenset[str] = frozenset()  # runcalls.graph_collates of the run
     calls: RunCalls | None = None
 
 

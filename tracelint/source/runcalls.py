@@ -3,8 +3,11 @@ which maps each file's per-step calls of imported functions to the files of the 
 here: lint.py imports this before it knows whether a file needs parsing."""
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tracelint.source.vocab import GRAPH_BATCHING
 
 MAX_ROUNDS = 3  # cross-file passes (a helper module's helper in a third file)
 
@@ -93,3 +96,61 @@ def _candidates(target: str, caller: _Module, modules: list[_Module]):
         if len(defining) == 1:
             yield defining[0], member
             return
+
+
+# -- collate functions that batch graphs -------------------------------------------------------------------------
+_GRAPH_WORDS = (b"dgl", b"torch_geometric")
+
+
+def graph_collates(paths: list[Path]) -> frozenset[str]:
+    """The names of the functions and methods of the run's files whose body batches graphs (``dgl.batch``, PyG's
+    ``Batch.from_data_list``): a DataLoader whose ``collate_fn`` is one of them (``collate_fn=dataset.collate``,
+    the dataset class defined in another module) yields graph objects, which pinning does not pin (TL202). Only
+    files that mention a graph library are parsed (Python's ``ast``), before the run, so that ``--fix`` never adds
+    ``pin_memory=True`` there."""
+    names: set[str] = set()
+    for path in paths:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if not any(word in data for word in _GRAPH_WORDS):
+            continue
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        names.update(_graph_functions(tree))
+    return frozenset(names)
+
+
+def _graph_functions(tree: ast.Module) -> set[str]:
+    imports: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                imports[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else \
+                    alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                imports[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for call in ast.walk(node):
+                if isinstance(call, ast.Call) and _resolved(call.func, imports) in GRAPH_BATCHING:
+                    found.add(node.name)
+                    break
+    return found
+
+
+def _resolved(func: ast.expr, imports: dict[str, str]) -> str | None:
+    parts: list[str] = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if not isinstance(func, ast.Name):
+        return None
+    head = imports.get(func.id, func.id)
+    return ".".join([head, *reversed(parts)])
+

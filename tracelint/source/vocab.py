@@ -51,3 +51,5 @@ MASK_KEEPING = frozenset({
     "to", "cuda", "detach", "clone", "contiguous", "view", "reshape", "flatten", "squeeze", "unsqueeze", "expand",
     "expand_as", "view_as", "reshape_as", "repeat", "t", "transpose", "permute",
 })
+# Calls that batch graph objects in a collate function (TL202: DataLoader pinning does not pin the graphs).
+GRAPH_BATCHING = frozenset({"dgl.batch", "dgl.batch_hetero", "torch_geometric.data.Batch.from_data_list"})

@@ -31,7 +31,7 @@ from tracelint.source.context import FileContext, dotted_name, iter_children, it
 from tracelint.source.loops import runs_once
 from tracelint.source.rule import SourceRule
 from tracelint.source.values import callee_name, words
-from tracelint.source.vocab import HOST_ATTRS
+from tracelint.source.vocab import GRAPH_BATCHING, HOST_ATTRS
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # Positions in DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory)
@@ -237,7 +237,6 @@ _CHEAP_METHODS = frozenset({
 # Storage read lazily by indexing (each item is a disk read): a dataset holding one is not in memory.
 _LAZY_STORAGE = frozenset({"memmap", "open_memmap", "File", "open", "Environment", "open_file", "open_zarr"})
 # Graph-library batching in a collate function: DataLoader pinning pins tensors only, not these objects.
-_GRAPH_BATCHING = frozenset({"dgl.batch", "dgl.batch_hetero", "torch_geometric.data.Batch.from_data_list"})
 
 
 class LoaderFacts:
@@ -746,9 +745,11 @@ class LoaderFacts:
         collate = args.get("collate_fn", COLLATE_POS)
         if collate is None:
             return False
+        if _last_name(collate) in self.ctx.graph_collates:  # defined in another file of the run
+            return True
         for body in self._callable_bodies(collate):
             for node in iter_descendants(body):
-                if isinstance(node, cst.Call) and self.ctx.qualified_name(node.func) in _GRAPH_BATCHING:
+                if isinstance(node, cst.Call) and self.ctx.qualified_name(node.func) in GRAPH_BATCHING:
                     return True
         return False
 
@@ -906,3 +907,12 @@ def loader_facts(ctx: FileContext) -> LoaderFacts:
     if found is None:
         found = _LOADER_FACTS[ctx] = LoaderFacts(ctx)
     return found
+
+
+def _last_name(expr: cst.BaseExpression) -> str | None:
+    """``collate`` for ``dataset.collate``, ``collate_fn``, ``partial(dataset.collate, ...)``."""
+    if isinstance(expr, cst.Call) and (dotted_name(expr.func) or "").rsplit(".", 1)[-1] == "partial" and expr.args:
+        expr = expr.args[0].value
+    name = dotted_name(expr)
+    return name.rsplit(".", 1)[-1] if name else None
+

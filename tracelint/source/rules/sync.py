@@ -178,6 +178,9 @@ class DeviceToHostCopyInLoop(SourceRule):
         loop = _sync_loop(self, node)
         if loop is None or not self.may_be_tensor(node.func.value) or _feeds_output(self, node):
             return
+        # numpy arrays have .tolist() too: there, a value of unknown kind (a parameter) is not evidence of a tensor
+        if method == "tolist" and not self.is_tensor(node.func.value):
+            return
         self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} copies device memory to the host "
                           f"and waits for the GPU every step")
 
