@@ -61,6 +61,7 @@ class CallIndex:
         self.tree = tree
         self.calls: dict[str, list[cst.Call]] = {}
         self.functions: list[cst.FunctionDef] = []
+        self.instances: dict[str, list[cst.Call]] = {}  # name -> the calls it is assigned (``agent = PPO(...)``)
         set_parent = getattr(tree, "_set_parent", None)
         stack: list[cst.CSTNode] = [tree.module]
         while stack:
@@ -71,6 +72,10 @@ class CallIndex:
                     self.calls.setdefault(name, []).append(node)
             elif isinstance(node, cst.FunctionDef):
                 self.functions.append(node)
+            elif isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Name):
+                        self.instances.setdefault(target.target.value, []).append(node.value)
             for child in iter_children(node):
                 if set_parent is not None:
                     set_parent(child, node)
@@ -104,8 +109,12 @@ class Callers:
         known = self._callers.get(fn)
         if known is not None:
             return known
-        index, tree = self.index, self.tree
         name = fn.name.value
+        source = getattr(self.tree, "source", None)
+        if source is not None and source.count(name + "(") <= 1 and (name + " (") not in source:
+            self._callers[fn] = []  # only its own ``def name(``: never called (the common case; no module walk)
+            return []
+        index, tree = self.index, self.tree
         owner = _owner(fn, tree)
         found = []
         for call in index.calls.get(name, ()):
@@ -130,6 +139,9 @@ class Callers:
         name = callee_name(call)
         if name is None:
             return []
+        source = getattr(self.tree, "source", None)
+        if source is not None and f"def {name}(" not in source and f"def {name} (" not in source:
+            return []  # the file defines no function of that name (no module walk)
         if self._by_name is None:
             self._by_name = {}
             for fn in self.index.functions:
@@ -200,19 +212,17 @@ class Callers:
 
     def _imported(self, call: cst.Call) -> list[str]:
         """The qualified names of the imported function or methods ``call`` may call: ``helper(x)``,
-        ``mod.helper(x)``, ``agent.update()`` with ``agent = algo.PPO(...)`` (every class the name is bound to in
-        its function: ``if args.algo == "ppo": agent = algo.PPO(...) else: agent = algo.A2C(...)``)."""
+        ``mod.helper(x)``, ``agent.update()`` with ``agent = algo.PPO(...)`` (every class the name is assigned in
+        the file: ``if args.algo == "ppo": agent = algo.PPO(...) else: agent = algo.A2C(...)``)."""
         func = call.func
         target = self.tree.qualified_name(func)
         targets = [target] if target is not None else []
         if target is None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            facts = self.facts
-            bound = facts.bindings(facts.scope_of(func.value)).bindings.get(func.value.value, ())
-            for binding in bound:
-                if isinstance(binding.value, cst.Call) and binding.element is None:
-                    cls = self.tree.qualified_name(binding.value.func)
-                    if cls is not None:
-                        targets.append(f"{cls}.{func.attr.value}")
+            # every call the name is assigned anywhere in the file (a file-wide table: no per-function walk)
+            for value in self.index.instances.get(func.value.value, ()):
+                cls = self.tree.qualified_name(value.func)
+                if cls is not None:
+                    targets.append(f"{cls}.{func.attr.value}")
         return [t for t in targets if t.split(".")[0] not in EXTERNAL_MODULES]
 
 

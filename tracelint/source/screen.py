@@ -120,6 +120,27 @@ def examine(text: str) -> Look:
         return Look(None, depth=screen.depth)
 
 
+_STEP_TEXT = ("loader", "batch", "step", "iter", "epoch", "data", "train", "tqdm", "prefetch", "update", "done",
+              "backward")
+
+
+def _steppy_loop(loop: ast.AST) -> bool:
+    """A loop that may be a per-step loop (loops.loop_description decides; this is a looser text test, so that a
+    project call in ``for blk in self.blocks:`` does not make a file worth parsing): ``while True``, or a header or
+    body that names loaders, batches, steps, iterations, epochs or data, or calls backward/step."""
+    if isinstance(loop, ast.While) and isinstance(loop.test, ast.Constant) and loop.test.value:
+        return True
+    header = loop.test if isinstance(loop, ast.While) else loop.iter  # type: ignore[attr-defined]
+    names = [n.id for n in ast.walk(header) if isinstance(n, ast.Name)] + \
+            [n.attr for n in ast.walk(header) if isinstance(n, ast.Attribute)]
+    if isinstance(loop, (ast.For, ast.AsyncFor)):
+        names += [n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)]
+    if any(word in name.lower() for name in names for word in _STEP_TEXT):
+        return True
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
+               for stmt in loop.body for n in ast.walk(stmt))
+
+
 def _defines(tree: ast.Module) -> frozenset[str]:
     names: set[str] = set()
     for stmt in tree.body:
@@ -364,23 +385,29 @@ class _Screen:
 
     # -- pass 2: sites ---------------------------------------------------------------------------------------------
     def _walk(self, root: ast.AST, scope: ast.AST, hot: bool) -> None:
-        work: list[tuple[ast.AST, ast.AST, bool]] = [(root, scope, hot)]
+        # ``loop``: the innermost for/while loop of the same function (for PROJECT_CALL)
+        work: list[tuple[ast.AST, ast.AST, bool, ast.AST | None]] = [(root, scope, hot, None)]
         while work:
-            node, scope, hot = work.pop()
+            node, scope, hot, loop = work.pop()
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 # a function the file calls may be called per step (callers.py follows the call)
-                scope, hot = node, node.name in STEP_HOOKS or node.name in self.call_names
+                scope, hot, loop = node, node.name in STEP_HOOKS or node.name in self.call_names, None
             elif isinstance(node, ast.Lambda):
                 scope = node  # a lambda runs where it is called (map(lambda t: t.item(), ...) in the loop)
             elif isinstance(node, ast.ClassDef):
-                hot = False
+                hot, loop = False, None
             elif isinstance(node, _LOOPS):
                 hot = True
+                if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+                    loop = node
             if isinstance(node, ast.Call):
                 self._call(node, scope, hot)
+                if loop is not None and PROJECT_CALL not in self.found and _steppy_loop(loop) and \
+                        self._project_call(node.func, scope):
+                    self.found.add(PROJECT_CALL)
             elif hot:
                 self._other(node, scope)
-            work.extend((child, scope, hot) for child in ast.iter_child_nodes(node))
+            work.extend((child, scope, hot, loop) for child in ast.iter_child_nodes(node))
 
     def _other(self, node: ast.AST, scope: ast.AST) -> None:
         found = self.found
@@ -416,8 +443,6 @@ class _Screen:
             self.device_copy = True  # anywhere: TL203 follows batch names into defs nested in the loop
         if not hot:
             return
-        if PROJECT_CALL not in found and self._project_call(func, scope):
-            found.add(PROJECT_CALL)
         if "synchronize" in leaves:
             found.add(SYNCHRONIZE)
         if leaves & DATA_DEPENDENT or "where" in leaves:

@@ -217,17 +217,22 @@ class TensorToPythonScalarInLoop(SourceRule):
             why = "converts a tensor to a Python float on the host"  # math.isnan(t), math.sqrt(t): t.__float__()
         else:
             return
+        if not any(self.is_tensor(value) for value in positional):
+            return
         loop = _sync_loop(self, node)
-        if loop is not None and any(self.is_tensor(value) for value in positional):
+        if loop is not None:
             self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} {why}: "
                               "a host-device sync every step")
 
     def _test(self, node: cst.CSTNode, test: cst.BaseExpression, keyword: str) -> None:
-        # The test runs where its statement runs; a while test also runs on every iteration of its own loop.
+        # The test runs where its statement runs; a while test also runs on every iteration of its own loop. The
+        # tensor test first: most tests are not of tensors, and placing a node in a loop may follow calls.
+        if self._tensor_truth(test) is None:
+            return
         description = self.facts.loop_description(node) if isinstance(node, cst.While) else None
         loop = _on_device(self, HotLoop(node, description)) if description and self.facts.imports_torch() \
             else _sync_loop(self, node)
-        if loop is not None and self._tensor_truth(test) is not None:
+        if loop is not None:
             self.report(test, f"`{keyword} {_snippet(self.ctx, test)}` in {loop.description} takes the truth value "
                               f"of a tensor on the host: a host-device sync every step")
 
@@ -256,9 +261,9 @@ class TensorFormattingInLoop(SourceRule):
 
     def _check(self, node: cst.CSTNode, values) -> None:
         """Report ``node`` when it runs every step and one of the formatted ``values`` is a tensor."""
-        loop = _sync_loop(self, node) if values else None
-        tensor = self._first_tensor(values) if loop is not None else None
-        if tensor is not None:
+        tensor = self._first_tensor(values) if values else None  # first: most formatted values are not tensors
+        loop = _sync_loop(self, node) if tensor is not None else None
+        if loop is not None:
             self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} formats tensor "
                               f"`{_snippet(self.ctx, tensor, 32)}` (Tensor.__format__ calls .item()): "
                               f"a host-device sync every step")
