@@ -17,7 +17,7 @@ from tracelint.verify.run import RunOutcome
 from tracelint.verify.stats import FAILED, LEGEND, Verdict
 from tracelint.verify.variants import Variant
 
-MEASURED = "DataLoader without pin_memory=True; verify: confirmed, 1.43× (10.10 → 7.05 ms/step)"
+MEASURED = "DataLoader without pin_memory=True; verify: confirmed, 1.43× (CI 1.40–1.46; 10.10 → 7.05 ms/step)"
 
 
 def baseline_failed():
@@ -37,8 +37,9 @@ def test_every_format_renders_a_verify_result(fmt):
 def test_text_is_one_block_per_target_without_the_lint_count_line():
     text = render(run_result([synthetic(), baseline_failed()]), "text")
     first, second = text.rstrip("\n").split("\n\ntracelint verify ")
-    assert first.startswith("tracelint verify train.py\nGPU X · torch 2.x · per run: 2 warm-up steps, then 3 blocks")
-    assert "baseline: 10.10 (10.00–10.20) ms/step; runs (first / last): 10.10 / 10.10 ms; noise ±2.0%" in first
+    assert first.startswith("tracelint verify train.py\nGPU X · torch 2.x · 2 warm-up steps, then the baseline and "
+                            "each variant alternate blocks of 3 steps\n")
+    assert "baseline: 10.10 (10.00–10.20) ms/step over 6 blocks; block-to-block noise ±0.9%" in first
     assert first.endswith(LEGEND)
     assert second.startswith("train.py\n")
     assert "baseline failed: exit code 1\n  | Traceback\n  | ValueError: nope" in second

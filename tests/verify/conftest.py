@@ -11,13 +11,13 @@ from tracelint.render import render
 from tracelint.verify import run_result
 from tracelint.verify.measure import Row, Verification
 from tracelint.verify.run import RunOutcome, RunSettings
-from tracelint.verify.stats import baseline_of, judge
+from tracelint.verify.stats import judge
 from tracelint.verify.variants import Variant
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 # CPU timings are no claims: these settings only exercise the harness (few steps, a generous timeout for a
 # loaded 2-core machine importing torch).
-CPU = RunSettings(warmup=2, steps=3, blocks=3, device="cpu", timeout_s=120)
+CPU = RunSettings(warmup=2, steps=3, blocks=3, device="cpu", timeout_s=120, budget_s=3)
 
 
 @pytest.fixture
@@ -30,16 +30,17 @@ FINDING = Finding("TL202", Severity.WARNING, "DataLoader without pin_memory=True
 
 
 def synthetic() -> Verification:
-    """One target: a confirmed TL202 fix (1.43x) and a bf16 variant whose run crashed."""
-    base = (RunOutcome(True, (10.0, 10.1, 10.2), (2.0,), device="GPU X", torch="2.x"),
-            RunOutcome(True, (10.1, 10.0, 10.2), (2.0,)))
+    """One target: a confirmed TL202 fix (1.43x, three rounds against the baseline's blocks 10.0, 10.1, 10.2) and
+    a bf16 variant whose run crashed."""
+    base = (RunOutcome(True, (10.0, 10.1, 10.2, 10.1, 10.0, 10.2), (2.0,), device="GPU X", torch="2.x"),)
     fast = RunOutcome(True, (7.0, 7.1, 7.05), (2.0,))
     broken = RunOutcome(False, reason="exit code 1", stderr_tail="Traceback\nRuntimeError: boom")
-    baseline = baseline_of(base)
+    paired = (10.0, 10.1, 10.2)
     rows = (
-        Row(Variant("TL202:12", "Set pin_memory=True", True, "x", finding=FINDING), judge(baseline, fast, True), fast),
+        Row(Variant("TL202:12", "Set pin_memory=True", True, "x", finding=FINDING),
+            judge(paired, fast, True, stopped="target"), fast),
         Row(Variant("bf16", "bf16 autocast around module calls", False, "x", precision="bf16"),
-            judge(baseline, broken, True), broken),
+            judge(paired, broken, True), broken),
     )
     return Verification("train.py", CPU, "GPU X", "2.x", base, rows, (FINDING,))
 

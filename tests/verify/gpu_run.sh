@@ -2,7 +2,8 @@
 # tracelint verify on a real GPU: the fixture scenarios through the command, then the GPU tests on its reports.
 # Usage, from the repository root on the GPU machine (no internet; torch, click, tabulate installed there):
 #     bash tests/verify/gpu_run.sh          # writes $OUT/verify.md, $OUT/verify/*.json and *.log
-# Budget: about 4-5 minutes on an H200/H100 (each run stops itself after 5 + 5 x 20 steps).
+# Budget: about 5-7 minutes on an H200/H100 (each variant alternates with the baseline for at most 15 s).
+# Issue #13's checks (DataLoader transforms, losses.append, catalog pairs x3, hand-timed A/B): gpu_issue13.sh.
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
 set -uo pipefail
 OUT="${OUT:-/tmp/tracelint-verify-out}"
@@ -15,7 +16,7 @@ _verify() {  # verify SCRIPT [options]: one script through the command, JSON rep
     local script=$1; shift
     local name; name=$(basename "$script" .py)
     local started=$SECONDS
-    python3 -m tracelint.verify.cli "$script" --timeout 180 --progress "$@" \
+    python3 -m tracelint.verify.cli "$script" --timeout 180 --budget 15 --progress "$@" \
         --format json -o "$OUT/verify/$name.json" 2> "$OUT/verify/$name.log"
     echo "$name: exit $? in $((SECONDS - started)) s"; tail -n 3 "$OUT/verify/$name.log"
 }
@@ -29,7 +30,7 @@ verify $S/pageable_copies.py --precision none
 verify $S/zero_grad_keep.py --precision none
 verify $S/dataloader_main_process.py --precision none --steps 5 --blocks 3
 # The catalog pairs (rules whose docs carry a ```python verify pair).
-python3 -m tracelint.verify.cli --all-rules --timeout 120 --format json -o "$OUT/verify/catalog.json" \
+python3 -m tracelint.verify.cli --all-rules --timeout 120 --budget 15 --format json -o "$OUT/verify/catalog.json" \
     2> "$OUT/verify/catalog.log"; echo "catalog: exit $?"; tail -n 3 "$OUT/verify/catalog.log"
 
 python3 tests/verify/gpu_summary.py "$OUT/verify" > "$OUT/verify.md"

@@ -15,27 +15,31 @@ def _cell(ms, spread) -> str:
 def target_markdown(t: dict) -> list[str]:
     b = t["baseline"]
     lines = [f"### {t['target']}", "",
-             f"{t['device']} · torch {t['torch']} · {t['settings']['warmup']} warm-up steps, "
-             f"{t['settings']['blocks']} blocks × {t['settings']['steps']} steps per run", ""]
+             f"{t['device']} · torch {t['torch']} · {t['settings']['warmup']} warm-up steps, then baseline and "
+             f"variant alternate blocks of {t['settings']['steps']} steps, at least {t['settings']['blocks']} rounds",
+             ""]
     if b["status"] == "ok":
         runs = " / ".join(f"{sorted(r)[len(r) // 2]:.2f}" for r in b["runs_ms"] if r)
-        lines += [f"baseline {_cell(b['median_ms'], b['spread'])} ms/step; run medians (first / last) {runs}; "
-                  f"noise ±{b['noise_pct']:.1f}%", ""]
+        lines += [f"baseline {_cell(b['median_ms'], b['spread'])} ms/step; medians of its processes {runs}; "
+                  f"block-to-block noise ±{b['noise_pct']:.1f}%", ""]
     else:
         lines += [f"baseline {b['status']}: {b['reason']}", "", "```", b.get("stderr_tail") or "", "```", ""]
-    lines += ["| location | rule | fix | baseline ms | fixed ms | speedup | status |",
+    lines += ["| location | rule | fix | baseline ms | fixed ms | speedup (95% CI) | status |",
               "|---|---|---|---|---|---|---|"]
     for e in t["variants"]:
         v = e["verification"]
         safety = "unsafe: changes numerics" if v["precision"] else ("safe" if v["safe"] else "unsafe")
-        speedup = f"{v['speedup']:.2f}×" if v["speedup"] else "—"
+        ci = v.get("ci95")
+        speedup = f"{v['speedup']:.2f}× ({ci[0]:.2f}–{ci[1]:.2f})" if v["speedup"] and ci else "—"
         baseline, fixed = _cell(v["baseline_ms"], v["spread"]["baseline"]), _cell(v["fixed_ms"], v["spread"]["fixed"])
         lines.append(f"| {e['location'] or '—'} | {e['rule']} | {v['fix']} ({safety}) | {baseline} | {fixed}"
-                     f" | {speedup} | {v['status']} |")
+                     f" | {speedup} | {v.get('summary') or v['status']} |")
     for e in t["variants"]:
         v = e["verification"]
         if v["status"] == "failed":
             lines += ["", f"{e['key']} failed: {v['reason']}", "", "```", v.get("stderr_tail") or "", "```"]
+    for e in t.get("not_measured", []):
+        lines += ["", f"{e['location'] or e['rule']} {e['rule']} not measured: {e['reason']}"]
     for note in t.get("notes", []):
         lines += ["", f"note: {note}"]
     return lines + [""]

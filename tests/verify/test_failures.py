@@ -5,10 +5,10 @@ import pytest
 
 from tests.verify.conftest import CPU, SCRIPTS
 from tracelint.verify.run import RunOutcome, RunSettings, run_once
-from tracelint.verify.stats import CONFIRMED, FAILED, NO_EFFECT, SLOWER, Baseline, Timing, judge
+from tracelint.verify.stats import CONFIRMED, FAILED, NO_EFFECT, SLOWER, judge, paired_interval, percent, t975
 from tracelint.verify.variants import plan
 
-BASELINE = Baseline((Timing((10.0, 10.2, 10.1)), Timing((10.1, 10.0, 10.2))))
+BASELINE = (10.0, 10.2, 10.1)  # the baseline blocks a variant's blocks are paired with, round for round
 
 
 def pinned_variant(tmp_path):
@@ -60,15 +60,53 @@ def ok(*blocks: float) -> RunOutcome:
     return RunOutcome(True, blocks, (1.0,))
 
 
-def test_status_rule_against_the_noise():
+def test_status_follows_the_interval_of_the_paired_ratios():
     assert judge(BASELINE, ok(5.0, 5.1, 5.05), True).status == CONFIRMED
     assert judge(BASELINE, ok(10.05, 10.1, 10.0), True).status == NO_EFFECT
     assert judge(BASELINE, ok(12.0, 12.1, 12.2), True).status == SLOWER
-    # A variant whose own blocks spread widely cannot confirm a small gain.
-    assert judge(BASELINE, ok(8.0, 9.5, 11.0), True).status == NO_EFFECT
-    # Two baseline runs that disagree widen the noise for everyone.
-    drifting = Baseline((Timing((10.0, 10.0, 10.0)), Timing((12.0, 12.0, 12.0))))
-    assert drifting.noise == pytest.approx(2 / 11)
-    assert judge(drifting, ok(10.0, 10.0, 10.0), True).status == NO_EFFECT
-    assert judge(BASELINE, RunOutcome(True, (5.0, 5.0), (float("inf"),)), True).status == FAILED
-    assert judge(BASELINE, RunOutcome(True, (5.0, 5.0), (float("inf"),)), False).status == CONFIRMED
+    # Rounds that disagree widely cannot confirm a 5 % gain: the interval holds 1.
+    wide = judge(BASELINE, ok(8.0, 11.4, 9.5), True)
+    assert wide.status == NO_EFFECT and wide.interval.low < 1 < wide.interval.high
+    # The same gain, measured consistently, is confirmed.
+    assert judge(BASELINE, ok(9.6, 9.7, 9.65), True).status == CONFIRMED
+    # A consistent gain below 1 % is not worth a claim.
+    assert judge((10.0,) * 5, ok(9.95, 9.96, 9.95, 9.96, 9.95), True).status == NO_EFFECT
+    assert judge(BASELINE, RunOutcome(True, (5.0, 5.0, 5.0), (float("inf"),)), True).status == FAILED
+    assert judge(BASELINE, RunOutcome(True, (5.0, 5.0, 5.0), (float("inf"),)), False).status == CONFIRMED
+    assert judge(BASELINE, ok(5.0), True).status == FAILED  # one round: no interval
+
+
+def test_the_pairing_cancels_drift_that_unpaired_blocks_would_call_noise():
+    # The machine slows down 20 % over the session; the variant is 5 % faster in every round.
+    drift = [10.0 * (1 + 0.2 * i / 9) for i in range(10)]
+    fixed = [b / 1.05 for b in drift]
+    verdict = judge(drift, ok(*fixed), True)
+    assert verdict.status == CONFIRMED
+    assert verdict.speedup == pytest.approx(1.05) and verdict.interval.half_width < 1e-9
+    assert verdict.baseline.rel_spread > 0.15  # what the old range-based noise rule would have called the noise
+
+
+def test_interval_matches_a_hand_computed_t_interval():
+    import math
+    import statistics
+
+    base, fixed = [10.0, 10.4, 9.8, 10.1, 10.3], [9.0, 9.5, 9.0, 9.1, 9.2]
+    logs = [math.log(b / f) for b, f in zip(base, fixed, strict=True)]
+    half = 2.776 * statistics.stdev(logs) / math.sqrt(5)
+    iv = paired_interval(base, fixed)
+    assert iv.rounds == 5
+    assert iv.estimate == pytest.approx(math.exp(statistics.fmean(logs)))
+    assert (iv.low, iv.high) == pytest.approx((math.exp(statistics.fmean(logs) - half),
+                                               math.exp(statistics.fmean(logs) + half)))
+    assert paired_interval([10.0], [9.0]) is None
+
+
+def test_t_quantiles_and_the_no_effect_phrase():
+    assert t975(1) == 12.706 and t975(30) == 2.042 and t975(10**6) == pytest.approx(1.96, abs=1e-3)
+    assert 2.021 > t975(50) > 2.000
+    verdict = judge(BASELINE, ok(10.1, 10.0, 10.3), True)
+    assert verdict.status == NO_EFFECT
+    bound = max(verdict.interval.high - 1, 1 - verdict.interval.low)
+    assert verdict.summary() == f"no effect larger than ±{percent(bound)} %"
+    assert float(percent(bound)) >= bound * 100  # rounded up, never understated
+    assert percent(0.0301) == "3.1" and percent(0.03) == "3.0"

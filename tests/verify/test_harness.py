@@ -88,7 +88,8 @@ def test_a_script_that_would_run_forever_stops_after_warmup_and_the_blocks(tmp_p
     assert len(outcome.losses) == 3 and all(math.isfinite(v) for v in outcome.losses)
     assert outcome.clock == "optimizer" and outcome.torch and outcome.device.startswith("CPU")
     data = json.loads((tmp_path / "result.json").read_text())
-    assert data["ticks"] == 3 + 4 * 3
+    # warm-up, then one turn: its untimed resume steps and the three blocks; then the parent's stop
+    assert data["ticks"] == 3 + settings.resume_warmup + 4 * 3 and data["turns"] == 1
 
 
 @pytest.mark.slow
@@ -127,3 +128,73 @@ def test_bf16_variant_runs_module_calls_under_autocast_and_returns_float32():
         torch.nn.Module.__call__ = original
     assert inner_dtypes == [torch.bfloat16]
     assert out.dtype == torch.float32
+
+
+def test_bf16_never_enters_autocast_for_a_module_off_the_training_device(monkeypatch):
+    """A CPU module (a transform, a metric) during a CUDA run: torch.autocast is not even entered (entering a CUDA
+    autocast is what initializes CUDA)."""
+    torch = pytest.importorskip("torch")
+    from tracelint.verify import harness
+
+    original = torch.nn.Module.__call__
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("torch.autocast entered for a CPU module")
+
+    monkeypatch.setattr(torch, "autocast", refuse)
+    try:
+        harness._autocast_modules("cuda")
+        out = torch.nn.Linear(4, 2)(torch.randn(3, 4))  # parameters on the CPU
+        flipped = torch.nn.Flatten()(torch.randn(2, 3, 4))  # no parameters: its input says where it runs
+    finally:
+        torch.nn.Module.__call__ = original
+    assert out.dtype == torch.float32 and flipped.shape == (2, 12)
+
+
+def _autocast_state_in_child(queue):
+    import torch
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            return torch.is_autocast_enabled("cpu")
+
+    queue.put(Probe()(torch.ones(2)))
+
+
+def test_bf16_never_enters_autocast_in_a_forked_dataloader_worker():
+    torch = pytest.importorskip("torch")
+    import multiprocessing
+
+    from tracelint.verify import harness
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            return torch.is_autocast_enabled("cpu")
+
+    original = torch.nn.Module.__call__
+    try:
+        harness._autocast_modules("cpu")
+        in_parent = Probe()(torch.ones(2))
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        child = context.Process(target=_autocast_state_in_child, args=(queue,))
+        child.start()
+        in_child = queue.get(timeout=60)
+        child.join(60)
+    finally:
+        torch.nn.Module.__call__ = original
+    assert in_parent is True and in_child is False
+
+
+@pytest.mark.slow
+def test_bf16_variant_of_a_script_with_transforms_in_forked_workers(tmp_path, monkeypatch):
+    """Issue #13: the bf16 variant of a script whose DataLoader workers run nn.Module transforms completes; the
+    transforms never ran under autocast (they raise if they do) and the model did."""
+    pytest.importorskip("torch")
+    seen = tmp_path / "autocast.txt"
+    monkeypatch.setenv("AUTOCAST_SEEN_TO", str(seen))
+    script = SCRIPTS / "loader_transforms.py"
+    outcome = run_once(script, script, [], CPU, tmp_path / "run", precision="bf16")
+    assert outcome.ok, outcome.reason + outcome.stderr_tail
+    assert "mixed-precision region" not in outcome.stderr_tail
+    assert set(seen.read_text().split()) == {"True"}

@@ -17,7 +17,8 @@ def test_text_table_has_one_row_per_variant_and_shows_failures():
     assert text.startswith("tracelint verify train.py\nGPU X · torch 2.x")
     assert "not claims" in text  # CPU settings
     row = next(line for line in text.splitlines() if line.startswith("train.py:12"))
-    assert "TL202" in row and "(safe)" in row and "1.43×" in row and row.rstrip().endswith("confirmed")
+    assert "TL202" in row and "(safe)" in row and row.rstrip().endswith("confirmed")
+    assert "1.43× (1.40–1.46)" in row and "3 (target)" in row  # the 95% interval of three rounds
     assert "10.10 (10.00–10.20)" in row and "7.05 (7.00–7.10)" in row
     bf16 = next(line for line in text.splitlines() if " bf16 " in line)
     assert "unsafe: changes numerics" in bf16 and bf16.rstrip().endswith("failed")
@@ -29,6 +30,8 @@ def test_json_carries_a_verification_object_per_measured_finding():
     (finding,) = doc["findings"]
     v = finding["details"]["verification"]
     assert v["status"] == "confirmed" and v["speedup"] == pytest.approx(10.1 / 7.05, rel=1e-3)
+    assert v["ci95"] == pytest.approx([1.4016, 1.4643], abs=1e-4) and v["rounds"] == 3 and v["stopped"] == "target"
+    assert v["baseline_blocks_ms"] == [10.0, 10.1, 10.2] and v["summary"] == "1.43× (1.40–1.46)"
     assert v["baseline_ms"] == 10.1 and v["fixed_ms"] == 7.05
     assert v["spread"] == {"baseline": [10.0, 10.2], "fixed": [7.0, 7.1]}
     assert (v["blocks"], v["steps"], v["device"], v["torch"]) == (CPU.blocks, CPU.steps, "GPU X", "2.x")
@@ -105,13 +108,62 @@ def test_end_to_end_on_the_cpu(tmp_path):
     before = script.read_bytes()
     out = tmp_path / "report.json"
     result = CliRunner().invoke(verify_cmd, [str(script), "--device", "cpu", "--precision", "none", "--warmup", "2",
-                                             "--steps", "3", "--blocks", "3", "--format", "json", "-o", str(out)])
+                                             "--steps", "3", "--blocks", "3", "--budget", "2", "--format", "json",
+                                             "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert script.read_bytes() == before
     doc = json.loads(out.read_text())
     (finding,) = doc["findings"]
     v = finding["details"]["verification"]
     assert finding["code"] == "TL301" and v["status"] in ("confirmed", "no-effect", "slower")
-    assert len(v["fixed_blocks_ms"]) == 3 and v["baseline_ms"] > 0 and v["speedup"] > 0
+    assert v["rounds"] >= 3 and len(v["fixed_blocks_ms"]) == len(v["baseline_blocks_ms"]) == v["rounds"]
+    assert v["baseline_ms"] > 0 and v["speedup"] > 0 and v["ci95"][0] <= v["speedup"] <= v["ci95"][1]
+    assert v["stopped"] in ("target", "budget")
     (target,) = doc["verify"]
-    assert [len(run) for run in target["baseline"]["runs_ms"]] == [3, 3]
+    # one baseline process, alternating with the variant: every block it gave was paired with one of the variant
+    assert [len(run) for run in target["baseline"]["runs_ms"]] == [v["rounds"]]
+
+
+def test_a_finding_without_a_variant_is_reported_not_measured_with_its_reason():
+    from dataclasses import replace
+
+    from tracelint.engine import Finding, Severity, SourceLocation
+    from tracelint.verify import Unmeasured
+
+    mask = Finding("TL106", Severity.WARNING, "`x[x > 0]` in the loop ... every step",
+                   SourceLocation("train.py", 30, 10, 30, 18))
+    why = "no device-side rewrite for a boolean mask or nonzero(): the result's shape depends on the data"
+    v = replace(synthetic(), findings=(*synthetic().findings, mask), unmeasured=(Unmeasured(mask, why),))
+    text = report([v])
+    row = next(line for line in text.splitlines() if line.startswith("train.py:30"))
+    assert "TL106" in row and row.rstrip().endswith("not-measured")
+    assert f"train.py:30 TL106 not measured: {why}" in text
+    doc = json.loads(report([v], "json"))
+    (measured,) = [f for f in doc["findings"] if f["code"] == "TL106"]
+    assert measured["details"]["verification"]["status"] == "not-measured"
+    assert measured["details"]["verification"]["reason"] == why
+    assert doc["verify"][0]["not_measured"] == [{"rule": "TL106", "location": "train.py:30", "reason": why}]
+    github = report([v], "github")
+    assert "verify: not-measured (no device-side rewrite for a boolean mask" in github
+
+
+def test_no_effect_is_phrased_with_the_measured_bound():
+    from dataclasses import replace
+
+    from tracelint.verify.measure import Row
+    from tracelint.verify.run import RunOutcome
+    from tracelint.verify.stats import judge
+
+    v = synthetic()
+    same = RunOutcome(True, (10.1, 10.0, 10.3), (2.0,))
+    row = Row(v.rows[0].variant, judge((10.0, 10.1, 10.2), same, True, stopped="budget"), same)
+    v = replace(v, rows=(row,))
+    bound = row.verdict.interval.bound
+    text = report([v])
+    line = next(line for line in text.splitlines() if line.startswith("train.py:12"))
+    assert line.rstrip().endswith(f"no-effect: none larger than ±{row.verdict.summary().split('±')[1][:-2]}%")
+    assert "3 (budget)" in line
+    measured = json.loads(report([v], "json"))["findings"][0]["details"]["verification"]
+    assert measured["status"] == "no-effect" and measured["bound_pct"] >= bound * 100
+    assert measured["summary"] == f"no effect larger than ±{measured['bound_pct']:.1f} %"
+    assert f"verify: no effect larger than ±{measured['bound_pct']:.1f}%" in report([v], "github")

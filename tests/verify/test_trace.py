@@ -108,8 +108,13 @@ def test_text_and_json_show_the_verdict_before_and_after():
     text = report([v])
     assert ("TL202:12: trace: input-bound (GPU busy 45%; HtoD copies 30% of busy) → "
             "gpu-bound (GPU busy 99%; HtoD copies 2.5% of busy)") in text
+    # The table itself carries the verdict before → after, in the row of the fix it belongs to.
+    row = next(line for line in text.splitlines() if line.startswith("train.py:12"))
+    assert "trace before → after" in text and row.rstrip().endswith("confirmed  input-bound → gpu-bound")
     doc = json.loads(report([v], "json"))["verify"][0]
     assert doc["baseline"]["trace"]["verdict"] == "input-bound"
+    # Each measured fix carries both reports: the baseline's (before) and its own (after).
+    assert doc["variants"][0]["verification"]["trace_before"] == doc["baseline"]["trace"]
     assert doc["baseline"]["trace"]["metrics"]["gpu_busy_pct"] == 45.2
     (tl202, bf16) = doc["variants"]
     assert tl202["verification"]["trace"] == {
@@ -142,13 +147,14 @@ def test_a_real_cpu_run_writes_and_analyzes_a_trace(tmp_path):
     result = analyze(outcome.trace)
     assert result.ok and result.verdict == "unknown" and "no GPU activity" in result.evidence
     assert result.metrics.get("has_steps") is True
-    assert json.loads((tmp_path / "result.json").read_text())["ticks"] == CPU.needed_steps + PROFILED
+    ticks = CPU.warmup + CPU.resume_warmup + CPU.steps * CPU.blocks  # warm-up, one turn of blocks
+    assert json.loads((tmp_path / "result.json").read_text())["ticks"] == ticks + PROFILED
 
 
 def test_a_script_that_ends_while_profiled_keeps_its_timing(tmp_path):
     pytest.importorskip("torch")
     script = SCRIPTS / "short.py"  # 7 steps: 1 + 2 x 2 timed, then 2 of the profiled steps
-    settings = RunSettings(warmup=1, steps=2, blocks=2, device="cpu", timeout_s=120)
+    settings = RunSettings(warmup=1, steps=2, blocks=2, device="cpu", timeout_s=120, resume_warmup=0)
     outcome = run_once(script, script, [], settings, tmp_path, trace=True)
     assert outcome.ok, outcome.reason + outcome.stderr_tail
     assert not outcome.trace.ok and "ended 2 step(s) into profiling" in outcome.trace.error
@@ -157,12 +163,13 @@ def test_a_script_that_ends_while_profiled_keeps_its_timing(tmp_path):
 def test_cli_trace_end_to_end_on_the_cpu(tmp_path):
     pytest.importorskip("torch")
     args = [str(SCRIPTS / "one_fix.py"), "--device", "cpu", "--warmup", "2", "--steps", "3", "--blocks", "2",
-            "--precision", "none", "--trace", "--keep", str(tmp_path)]
+            "--precision", "none", "--budget", "2", "--trace", "--keep", str(tmp_path)]
     text = CliRunner().invoke(verify_cmd, args)
     assert text.exit_code == 0, text.output
     assert "TL301:12: trace: unknown: no GPU activity in the trace (CPU-only profile) → unknown: no GPU" in text.output
-    assert (tmp_path / "runs" / "baseline-1" / TRACE_FILE).is_file()
-    assert not (tmp_path / "runs" / "baseline-2" / TRACE_FILE).exists()  # the second baseline only times
+    assert (tmp_path / "runs" / "baseline" / TRACE_FILE).is_file()  # profiled once, after its last block
+    assert (tmp_path / "runs" / "01-TL301_12" / TRACE_FILE).is_file()
+    assert "trace before → after" in text.output and "unknown → unknown" in text.output  # the table's column
     out = tmp_path / "report.json"
     done = CliRunner().invoke(verify_cmd, [*args, "--format", "json", "-o", str(out)])
     assert done.exit_code == 0, done.output

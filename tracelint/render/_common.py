@@ -130,7 +130,8 @@ def anchored_message(finding: Finding, where: str) -> str:
 
 def measured_message(finding: Finding, where: str) -> str:
     """The anchored message, plus what ``tracelint verify`` measured for the finding when it carries a
-    ``verification`` detail: '...; verify: confirmed, 1.43× (10.10 → 7.05 ms/step)' or '...; verify: failed (why)'."""
+    ``verification`` detail: '...; verify: confirmed, 1.43× (CI 1.40–1.46; 10.10 → 7.05 ms/step)', '...; verify:
+    no effect larger than ±2.0% (...)' or '...; verify: failed (why)'."""
     message = anchored_message(finding, where)
     measured = dict(finding.details).get("verification")
     if not isinstance(measured, dict):
@@ -139,8 +140,13 @@ def measured_message(finding: Finding, where: str) -> str:
     if speedup is None:
         reason = measured.get("reason")
         return f"{message}; verify: {status}" + (f" ({reason})" if reason else "")
-    return (f"{message}; verify: {status}, {speedup:.2f}× ({measured['baseline_ms']:.2f} → "
-            f"{measured['fixed_ms']:.2f} ms/step)")
+    ms = f"{measured['baseline_ms']:.2f} → {measured['fixed_ms']:.2f} ms/step"
+    ci, bound = measured.get("ci95"), measured.get("bound_pct")
+    if status == "no-effect" and bound is not None:
+        return f"{message}; verify: no effect larger than ±{bound:.1f}% ({ms})"
+    if ci:
+        return f"{message}; verify: {status}, {speedup:.2f}× (CI {ci[0]:.2f}–{ci[1]:.2f}; {ms})"
+    return f"{message}; verify: {status}, {speedup:.2f}× ({ms})"
 
 
 def trace_fields(loc: TraceLocation) -> dict:

@@ -19,11 +19,14 @@ from tracelint.engine import catalog
 from tracelint.verify.measure import EnvironmentProblem, Progress, Row, Verification, measure, probe, run_result
 from tracelint.verify.pairs import runnable_pair
 from tracelint.verify.run import RunSettings
-from tracelint.verify.variants import Variant, plan
+from tracelint.verify.variants import Unmeasured, Variant, plan
 
 DEFAULT_SETTINGS = RunSettings()  # frozen: one shared default is safe
 
-__all__ = ["EnvironmentProblem", "Row", "RunSettings", "Verification", "run_result", "verify_rules", "verify_script"]
+__all__ = [
+    "EnvironmentProblem", "Row", "RunSettings", "Unmeasured", "Verification", "run_result", "verify_rules",
+    "verify_script",
+]
 
 
 @contextmanager
@@ -49,17 +52,17 @@ def verify_script(path: Path, argv: Sequence[str] = (), settings: RunSettings = 
     with _workdir(keep) as work:
         planned = plan(path, work / "lint", precision=precision)
         notes = []
-        unfixable = [f for f in planned.findings if f.fix is None]
-        if unfixable:
-            notes.append(f"{len(unfixable)} finding(s) without a fix were not measured: "
-                         + ", ".join(sorted({f.code for f in unfixable})))
+        if planned.unmeasured:
+            notes.append(f"{len(planned.unmeasured)} finding(s) could not be measured (no fix, and no device-side "
+                         "rewrite could be built): see not-measured")
         if not planned.variants:
             return Verification(target, settings, device, torch_version, (), (), planned.findings,
-                                planned.errors, (*notes, "nothing to measure: no finding with a fix, and the script "
-                                                 "does not look matmul-bound"))
+                                planned.errors, (*notes, "nothing to measure: no finding with a fix or a "
+                                                 "device-side rewrite, and the script does not look matmul-bound"),
+                                planned.unmeasured)
         baseline_runs, rows = measure(path, planned.variants, argv, settings, work / "runs", progress=progress)
     return Verification(target, settings, device, torch_version, baseline_runs, rows, planned.findings,
-                        planned.errors, tuple(notes))
+                        planned.errors, tuple(notes), planned.unmeasured)
 
 
 def verify_rules(codes: Iterable[str] | None, settings: RunSettings = DEFAULT_SETTINGS, *, keep: Path | None = None,

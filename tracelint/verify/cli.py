@@ -40,9 +40,15 @@ def _precision(value: str) -> list[str] | None:
 @click.option("--all-rules", is_flag=True, help="Run every rule's runnable catalog example pair.")
 @click.option("--warmup", type=click.IntRange(1), default=5, show_default=True, help="Steps run before timing.")
 @click.option("--steps", type=click.IntRange(1), default=20, show_default=True, help="Steps per timed block.")
-@click.option("--blocks", type=click.IntRange(2), default=5, show_default=True, help="Timed blocks per run.")
+@click.option("--blocks", type=click.IntRange(2), default=5, show_default=True,
+              help="At least this many rounds (one baseline block beside one variant block) per variant.")
+@click.option("--budget", "budget_s", type=click.FloatRange(0), default=60, show_default=True,
+              help="Seconds of alternating per variant: rounds go on until the 95% interval of the speedup is "
+                   "within --target, or this is spent.")
+@click.option("--target", "target_pct", type=click.FloatRange(0.1, 50), default=3, show_default=True,
+              help="Stop a variant's rounds once the 95% interval is within ±this many percent.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=300, show_default=True,
-              help="Wall-clock limit of one run, in seconds.")
+              help="Wall-clock limit of a run's start-up (to its first timed block) and of each block, in seconds.")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
               help="cpu: test the harness without a GPU (its timings are no claims).")
 @click.option("--precision", "precision", default="auto", show_default=True,
@@ -55,10 +61,12 @@ def _precision(value: str) -> list[str] | None:
 @click.option("--keep", type=click.Path(file_okay=False), default=None,
               help="Keep the patched copies and the run logs in this folder.")
 @click.option("--progress/--no-progress", default=None, help="One line per run on stderr (default: on a terminal).")
-def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, timeout_s, device, precision, trace,
-               fmt, output, keep, progress) -> None:
-    """Measure the fixes: run SCRIPT as written and with each proposed fix applied, on the GPU, and report the
-    speedup of each (confirmed, no-effect or failed). Arguments after `--` go to the script.
+def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, budget_s, target_pct, timeout_s, device,
+               precision, trace, fmt, output, keep, progress) -> None:
+    """Measure the fixes: run SCRIPT as written and with each proposed fix applied (or, for a sync finding without
+    a fix, a device-side rewrite of it), on the GPU, alternating blocks of the two, and report the speedup of each
+    with its 95% interval (confirmed, no-effect, slower, failed or not-measured). Arguments after `--` go to the
+    script.
 
     \b
     tracelint verify train.py -- --epochs 1     the findings of train.py, measured
@@ -66,14 +74,14 @@ def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, tim
     tracelint verify --all-rules                every rule with a runnable example pair
 
     The script runs in a subprocess from its own folder; the patched copies live in a temporary folder (your files
-    are never written). Each run stops itself after warm-up + blocks x steps optimizer steps.
+    are never written). Each run is stopped once its comparison is done.
     """
     from tracelint.verify import EnvironmentProblem, RunSettings, run_result, verify_rules, verify_script
 
     if bool(script) == bool(rules or all_rules):
         raise click.UsageError("give a SCRIPT, or --rule CODE / --all-rules (not both)")
     settings = RunSettings(warmup=warmup, steps=steps, blocks=blocks, device=device, timeout_s=timeout_s,
-                           trace=trace)
+                           trace=trace, budget_s=budget_s, target=target_pct / 100)
     say = _progress(progress)
     keep_dir = Path(keep) if keep else None
     try:

@@ -1,10 +1,11 @@
 """The child side of ``tracelint verify``: runs one variant of a training script as ``__main__`` under a step clock,
-times blocks of steps, stops the script once the last block is timed, and writes what it measured as JSON.
+times blocks of steps on the parent's command, and writes what it measured as JSON.
 
 Started by tracelint.verify.run as ``python /path/to/harness.py CONFIG.json`` with the working directory set to the
 script's folder. Run by path, not with ``-m``, so that the script sees the ``sys.path`` it would see when run as
 ``python train.py`` (its own folder first, nothing of ours). For the same reason this module imports nothing from
-tracelint, only the standard library and (inside functions) torch and numpy.
+tracelint, only the standard library and (inside functions) torch and numpy; the runtime of verify's device-side
+rewrites (deferred.py, beside this file) is loaded by path.
 
 The clock
     A tick is one optimizer step: a global hook (``register_optimizer_step_post_hook``) sees every ``step()``; the
@@ -13,22 +14,28 @@ The clock
     (a hand-written SGD update, ``torch.autograd.grad`` loops excepted) switches the clock to backward calls.
     A script with neither never ticks: the parent reports "no steps found" when it ends or times out.
 
-Timing
-    Skip ``warmup`` ticks (at least 1: a tick marks the end of a step, so timing starts at the end of one); then
-    synchronize the device once and start; synchronize once every ``steps`` ticks and
-    record the block's mean step time; after ``blocks`` blocks, write the result and stop. Never a synchronize per
-    step: that would make the baseline synchronous too and hide exactly the host syncs a fix removes.
+Timing, in turns
+    Skip ``warmup`` ticks (at least 1: a tick marks the end of a step, so timing starts at the end of one). Then,
+    with a control channel (``config["control"]``: two pipe descriptors), report ``ready`` and wait for a command:
+    ``run N`` runs one *turn*: ``resume_warmup`` untimed ticks, then synchronize the device once, then N blocks of
+    ``steps`` ticks, each closed by one synchronize; the block means go back to the parent (``blocks`` event) and
+    the harness waits for the next command; ``stop`` ends the run, ``trace`` profiles a few steps and ends it. The
+    parent alternates turns of the baseline's and a variant's process (and freezes the DataLoader workers of
+    the one that waits, see run.py).
+    Without a control channel (the in-process tests), one turn of ``blocks`` blocks runs right after warm-up.
+    Never a synchronize per step: that would make the baseline synchronous too and hide exactly the host syncs a
+    fix removes.
 
 Loss
     The last scalar passed to ``Tensor.backward()`` is read once per block boundary (it is the run's loss curve, at
     a resolution that costs nothing) and a non-finite value stops the run as ``diverged``.
 
 Profiling (``--trace``)
-    With ``config["trace"]`` (a ``.json.gz`` path) the run does not stop after the last block: it writes its timing
-    result (``status: ok``), then profiles ``TRACE_WARMUP`` + ``TRACE_ACTIVE`` more steps with torch.profiler, one
-    ``prof.step()`` per tick, exports the Chrome trace and stops. The timed blocks never run under the profiler, and
-    a profiling failure (the script ends or raises first, the profiler raises) is recorded under ``trace`` without
-    touching the timing.
+    On ``trace`` (or, without a control channel, with ``config["trace"]`` after the blocks) the run writes its
+    timing result (``status: ok``), then profiles ``TRACE_WARMUP`` + ``TRACE_ACTIVE`` more steps with
+    torch.profiler, one ``prof.step()`` per tick, exports the Chrome trace to ``config["trace"]`` and stops. The
+    timed blocks never run under the profiler, and a profiling failure (the script ends or raises first, the
+    profiler raises) is recorded under ``trace`` without touching the timing.
 
 Precision variants (applied by the harness, not by editing the script)
     ``tf32``: ``torch.backends.cuda.matmul.allow_tf32 = True`` and ``cudnn.allow_tf32 = True`` before the script
@@ -37,11 +44,15 @@ Precision variants (applied by the harness, not by editing the script)
     purpose: on torch 2.9+ they are safe after the script used either API, while ``set_float32_matmul_precision``
     before a script's legacy ``allow_tf32 = False`` makes its later ``get_float32_matmul_precision()`` raise
     ("mix of the legacy and new APIs"; tried on torch 2.13).
-    ``bf16``: every top-level ``nn.Module`` call runs under ``torch.autocast(device, dtype=torch.bfloat16)`` and
-    its bf16 outputs are cast back to float32, so loss code outside the model sees float32 as with the usual
-    ``with autocast(): loss = ...`` recipe. Limits: matmuls outside any module call (``x @ w`` in the loop) stay in
-    float32; a script that already runs under autocast is left as it is; a module whose output must stay bf16
-    would get float32.
+    ``bf16``: every top-level ``nn.Module`` call *of the training process on the training device* runs under
+    ``torch.autocast(device, dtype=torch.bfloat16)`` and its bf16 outputs are cast back to float32, so loss code
+    outside the model sees float32 as with the usual ``with autocast(): loss = ...`` recipe. Never in another
+    process (DataLoader workers forked from this one run torchvision transforms, which are nn.Modules: entering a
+    CUDA autocast there would initialize CUDA in a forked child and crash it) and never around a module that runs
+    elsewhere (a transform or a metric on the CPU during a GPU run): the module's first parameter or buffer, else
+    its first tensor argument, says where it runs. Limits: matmuls outside any module call (``x @ w`` in the loop)
+    stay in float32; a script that already runs under autocast is left as it is; a module whose output must stay
+    bf16 would get float32.
 """
 from __future__ import annotations
 
@@ -65,24 +76,49 @@ class StopRun(BaseException):
     through to the bootstrap."""
 
 
+class Control:
+    """The parent's side of the conversation, seen from the harness: JSON lines on two pipes."""
+
+    def __init__(self, commands_fd: int, events_fd: int) -> None:
+        self.commands = os.fdopen(commands_fd, "r", encoding="utf-8")
+        self.events = os.fdopen(events_fd, "w", encoding="utf-8")
+
+    def send(self, message: dict) -> None:
+        self.events.write(json.dumps(message) + "\n")
+        self.events.flush()
+
+    def receive(self) -> dict:
+        line = self.commands.readline()
+        return json.loads(line) if line.strip() else {"cmd": "stop"}  # the parent is gone: end the run
+
+
 class Clock:
-    """Counts steps and times blocks of them; ``sync`` waits for the device, ``write`` stores the result."""
+    """Counts steps and times blocks of them in turns; ``sync`` waits for the device, ``write`` stores the result,
+    ``control`` (optional) is the parent's command channel."""
 
     def __init__(self, *, warmup: int, steps: int, blocks: int, sync, write, read_loss=float,
-                 every_tick=None, tracer=None) -> None:
+                 every_tick=None, tracer=None, control=None, resume_warmup: int = 1, on_tick=None) -> None:
         self.warmup, self.steps, self.blocks = warmup, steps, blocks
         self.sync, self.write, self.read_loss = sync, write, read_loss
         self.every_tick = every_tick  # re-asserts a precision variant the script may have undone
+        self.on_tick = on_tick  # the rewrites' runtime (deferred.py): reads deferred values at its interval
         self.tracer = tracer  # profiles a few steps once the blocks are timed (--trace)
+        self.control = control
+        self.resume_warmup = resume_warmup
         self.trace: dict | None = None  # the profiling state once it began: status running | ok | failed
         self.ticks = 0
         self.source: str | None = None  # "optimizer" or "backward", fixed by the first that qualifies
         self.clock_optimizer = None
         self.backward_calls = 0
         self.last_loss = None
-        self.marks: list[float] = []
+        self.block_means: list[float] = []
         self.losses: list[float | None] = []
+        self.turns = 0
         self.done = False
+        # the state machine: "warmup" (untimed ticks before a turn) or "timed" (inside a block)
+        self.phase, self.countdown, self.turn_left = "warmup", warmup, 0
+        self.block_start = 0.0
+        self.turn_first = 0  # index in block_means of the current turn's first block
 
     # --- events -------------------------------------------------------------------------------------------------
 
@@ -109,25 +145,77 @@ class Clock:
         if self.every_tick is not None:
             self.every_tick()
         self.ticks += 1
+        if self.on_tick is not None:
+            self.on_tick(self.ticks)
         if self.trace is not None:
             self._trace_tick()
             return
-        timed = self.ticks - self.warmup
-        if timed < 0 or timed % self.steps:
+        self.countdown -= 1
+        if self.countdown > 0:
             return
+        if self.phase == "timed":
+            self._end_block()
+        elif self.turns == 0 and self.turn_left == 0:
+            self._warmed_up()
+        else:
+            self._start_timing()
+
+    def _warmed_up(self) -> None:
+        """The first warm-up is over: wait for the parent's first command (or, alone, time ``blocks`` blocks)."""
         loss = self._loss()
-        if timed == 0:
-            self.write(self.result("running"))  # a timeout now says how far the run got
-        self.sync()
-        self.marks.append(time.perf_counter())
-        if timed:
-            self.losses.append(loss)
         if loss is not None and not math.isfinite(loss):
             self.finish("diverged", loss=loss)
-        elif len(self.marks) == self.blocks + 1:
+        self.write(self.result("running"))  # a timeout from now on says how far the run got
+        if self.control is None:
+            self.turn_left = self.blocks
+            self._start_timing()
+        else:
+            self.control.send({"event": "ready", "ticks": self.ticks})
+            self._await_command()
+
+    def _await_command(self) -> None:
+        command = self.control.receive()
+        kind = command.get("cmd")
+        if kind == "run":
+            self.turn_left = max(1, int(command.get("blocks", 1)))
+            if self.resume_warmup > 0:
+                self.phase, self.countdown = "warmup", self.resume_warmup
+            else:
+                self._start_timing()
+        elif kind == "trace" and self.tracer is not None:
+            self._trace_start()
+        else:
+            self.finish("ok")
+
+    def _start_timing(self) -> None:
+        self.sync()
+        self.turn_first = len(self.block_means)
+        self.phase, self.countdown = "timed", self.steps
+        self.block_start = time.perf_counter()
+
+    def _end_block(self) -> None:
+        loss = self._loss()
+        self.sync()
+        now = time.perf_counter()
+        self.block_means.append((now - self.block_start) * 1000.0 / self.steps)
+        self.losses.append(loss)
+        self.block_start = now
+        if loss is not None and not math.isfinite(loss):
+            self.finish("diverged", loss=loss)
+        self.turn_left -= 1
+        if self.turn_left > 0:
+            self.countdown = self.steps
+            return
+        self.turns += 1
+        self.phase = "warmup"
+        if self.control is None:
             if self.tracer is None:
                 self.finish("ok")
             self._trace_start()
+            return
+        self.control.send({"event": "blocks", "block_ms": self.block_means[self.turn_first:],
+                           "losses": self.losses[self.turn_first:], "ticks": self.ticks})
+        self._await_command()
 
     # --- profiling (after the timed blocks) -----------------------------------------------------------------------
 
@@ -170,14 +258,11 @@ class Clock:
         self.write({**self.result(status), **extra})
         raise StopRun
 
-    def block_ms(self) -> list[float]:
-        return [(b - a) * 1000.0 / self.steps for a, b in itertools.pairwise(self.marks)]
-
     def result(self, status: str) -> dict:
         result = {
             "status": status, "clock": self.source, "ticks": self.ticks, "backward_calls": self.backward_calls,
-            "warmup": self.warmup, "steps": self.steps, "blocks": self.blocks,
-            "block_ms": self.block_ms(), "losses": self.losses,
+            "warmup": self.warmup, "steps": self.steps, "blocks": self.blocks, "turns": self.turns,
+            "block_ms": list(self.block_means), "losses": list(self.losses),
         }
         if self.trace is not None:
             result["trace"] = dict(self.trace)
@@ -258,10 +343,12 @@ def _force_tf32() -> None:
 
 
 def _autocast_modules(device_type: str) -> None:
-    """Run every top-level nn.Module call under bf16 autocast; see the module docstring for the limits."""
+    """Run every top-level nn.Module call of this process on ``device_type`` under bf16 autocast; see the module
+    docstring for where it does not and for the limits."""
     import torch
 
     original_call = torch.nn.Module.__call__
+    training_process = os.getpid()
 
     def to_float32(value):
         if isinstance(value, torch.Tensor):
@@ -275,13 +362,52 @@ def _autocast_modules(device_type: str) -> None:
         return value
 
     def call(self, *args, **kwargs):
+        if os.getpid() != training_process:  # a DataLoader worker (forked) running a transform: never autocast
+            return original_call(self, *args, **kwargs)
         if torch.is_autocast_enabled(device_type):  # a nested module, or a script that chose its own autocast
+            return original_call(self, *args, **kwargs)
+        where = module_device(self, args, kwargs)
+        if where is None or where.type != device_type:  # a module that runs elsewhere (a CPU transform, a metric)
             return original_call(self, *args, **kwargs)
         with torch.autocast(device_type, dtype=torch.bfloat16):
             out = original_call(self, *args, **kwargs)
         return to_float32(out)
 
     torch.nn.Module.__call__ = call
+
+
+def module_device(module, args=(), kwargs=None):
+    """Where a module call runs: its first parameter's or buffer's device, else its first tensor argument's (one
+    level into lists, tuples and dicts); None when neither says."""
+    import torch
+
+    for tensors in (module.parameters(), module.buffers()):
+        first = next(tensors, None)
+        if first is not None:
+            return first.device
+    for value in itertools.chain(args, (kwargs or {}).values()):
+        inner = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else (value,)
+        for item in inner:
+            if isinstance(item, torch.Tensor):
+                return item.device
+    return None
+
+
+def _runtime(steps: int):
+    """The runtime of verify's device-side rewrites (deferred.py beside this file), loaded by path and reachable
+    from a rewritten script as the builtin ``_tracelint_verify``: its values are read once every ``steps`` ticks
+    (one block), in the baseline as in every variant, so that the hook costs the same everywhere."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_tracelint_verify",
+                                                  os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                               "deferred.py"))
+    runtime = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runtime)
+    runtime.INTERVAL = steps
+    sys.modules["_tracelint_verify"] = runtime
+    builtins._tracelint_verify = runtime
+    return runtime
 
 
 def _device_facts(device: str) -> dict:
@@ -307,9 +433,13 @@ def install(config: dict, write) -> Clock:
         def sync() -> None:
             pass
     precision = config.get("precision")
+    control = config.get("control")
+    runtime = _runtime(config["steps"])
     clock = Clock(warmup=config["warmup"], steps=config["steps"], blocks=config["blocks"], sync=sync, write=write,
                   read_loss=lambda t: float(t.float()), every_tick=_force_tf32 if precision == "tf32" else None,
-                  tracer=Tracer(config["trace"], device) if config.get("trace") else None)
+                  tracer=Tracer(config["trace"], device) if config.get("trace") else None,
+                  control=Control(control["commands"], control["events"]) if control else None,
+                  resume_warmup=config.get("resume_warmup", 1), on_tick=runtime.on_tick)
     if precision == "tf32":
         _force_tf32()
     elif precision == "bf16":
@@ -393,6 +523,10 @@ def main(config_path: str) -> None:
         except StopRun:
             _exit(0)
     # The script returned before the last block: fewer steps than warm-up + blocks x steps.
+    try:
+        builtins._tracelint_verify.flush()  # what a rewritten script deferred: its last log lines
+    except Exception:  # noqa: S110 (the run ended either way; its result says so)
+        pass
     write(clock.result("ended"))
     _exit(0)
 

@@ -1,6 +1,7 @@
-"""One verification: run the baseline (first and last), then each variant, each in its own subprocess under the
-same harness settings, and judge every variant against the baseline; and its result as the engine's RunResult
-(what every format of tracelint.render shows). Never imports torch in this process."""
+"""One verification: start the baseline once, then for each variant start its process and alternate single timed
+blocks of the two (stats.py says how and why) until the speedup's interval is tight enough or the budget is
+spent; judge every variant against the baseline blocks it was paired with; and the result as the engine's
+RunResult (what every format of tracelint.render shows). Never imports torch in this process."""
 from __future__ import annotations
 
 import importlib.util
@@ -16,12 +17,25 @@ from pathlib import Path
 
 from tracelint.engine import Finding, InputError, RunResult
 from tracelint.render._common import report_path
-from tracelint.verify.run import RunOutcome, RunSettings, run_once
-from tracelint.verify.stats import FAILED, Baseline, Timing, Verdict, baseline_of, judge
+from tracelint.verify.run import RunOutcome, RunSettings, Session
+from tracelint.verify.stats import (
+    FAILED,
+    NO_EFFECT,
+    NOT_MEASURED,
+    Baseline,
+    Interval,
+    Timing,
+    Verdict,
+    baseline_of,
+    judge,
+    paired_interval,
+    percent,
+)
 from tracelint.verify.tracing import TraceResult, analyze
-from tracelint.verify.variants import Variant
+from tracelint.verify.variants import Unmeasured, Variant
 
 Progress = Callable[[str], None]
+MAX_RESTARTS = 3  # a script that runs out of steps mid-comparison is started again this many times
 
 
 class EnvironmentProblem(Exception):
@@ -37,8 +51,8 @@ class Row:
 
 @dataclass(frozen=True, slots=True)
 class Verification:
-    """Everything one ``tracelint verify`` target produced: the baseline runs, one row per variant, and the lint
-    findings the variants came from."""
+    """Everything one ``tracelint verify`` target produced: the baseline runs, one row per variant, the lint
+    findings the variants came from, and those that could not be measured."""
 
     target: str
     settings: RunSettings
@@ -49,6 +63,7 @@ class Verification:
     findings: tuple[Finding, ...] = ()
     errors: tuple[InputError, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    unmeasured: tuple[Unmeasured, ...] = ()
 
     @property
     def baseline(self) -> Baseline | None:
@@ -56,8 +71,9 @@ class Verification:
 
     @property
     def baseline_trace(self) -> TraceResult | None:
-        """--trace: the profiled steps of the first baseline run."""
-        return self.baseline_runs[0].trace if self.baseline_runs else None
+        """--trace: the profiled steps of the baseline (after its last timed block)."""
+        traced = [o.trace for o in self.baseline_runs if o.trace is not None]
+        return traced[-1] if traced else None
 
     @property
     def baseline_failed(self) -> RunOutcome | None:
@@ -95,52 +111,179 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:40]
 
 
+class _Side:
+    """One side of the comparisons (the baseline, or one variant): its current Session, restarted when the script
+    runs out of steps after it has given blocks, and the outcomes of the sessions it has finished."""
+
+    def __init__(self, label: str, code: Path, original: Path, argv: Sequence[str], settings: RunSettings,
+                 workdir: Path, precision: str | None) -> None:
+        self.label, self.code, self.original, self.argv = label, code, original, list(argv)
+        self.settings, self.workdir, self.precision = settings, workdir, precision
+        self.session: Session | None = None
+        self.outcomes: list[RunOutcome] = []
+        self.failure: RunOutcome | None = None
+        self.restarts = 0
+
+    def start(self) -> bool:
+        folder = self.workdir if not self.restarts else self.workdir.with_name(f"{self.workdir.name}-{self.restarts}")
+        self.session = Session(self.code, self.original, self.argv, self.settings, folder,
+                               precision=self.precision, trace=self.settings.trace)
+        self.session.start()
+        if self.session.ready():
+            return True
+        self.failure = self.session.finish(trace=False)
+        self.outcomes.append(self.failure)
+        return False
+
+    def turn(self) -> float | None:
+        """The mean step time (ms) of one timed block; None when the run failed (``failure`` says why)."""
+        blocks = self.session.run(1)
+        if blocks:
+            return blocks[0]
+        outcome = self.session.finish(trace=False)
+        if self.session.ended and outcome.ok:  # the script ran out of steps after giving blocks
+            self.outcomes.append(outcome)
+            if self.restarts < MAX_RESTARTS:
+                self.restarts += 1
+                return self.turn() if self.start() else None
+            self.failure = replace(outcome, ok=False, reason=f"the script ran out of steps {self.restarts + 1} "
+                                   "times; give it more steps (or lower --budget/--blocks)")
+            return None
+        self.failure = outcome
+        self.outcomes.append(outcome)
+        return None
+
+    def finish(self) -> RunOutcome:
+        """Stop the current session (profiling it first under --trace); its outcome."""
+        if self.failure is not None:
+            return self.failure
+        outcome = self.session.finish(trace=self.settings.trace)
+        self.outcomes.append(outcome)
+        return outcome
+
+    def kill(self) -> None:
+        if self.session is not None:
+            self.session.kill()
+
+
+def compare(base: _Side, variant: _Side, settings: RunSettings,
+            say: Progress = lambda _m: None) -> tuple[list[float], list[float], str]:
+    """Alternate single blocks of ``base`` and ``variant`` in rounds B V, V B, ... until the speedup's interval
+    is within ±``settings.target``, the budget is spent (after at least ``settings.blocks`` rounds) or a side
+    fails. Returns (baseline blocks, variant blocks, why it stopped: target | budget | max-rounds |
+    baseline-failed | variant-failed)."""
+    paired_base: list[float] = []
+    paired_variant: list[float] = []
+    started = time.monotonic()
+    for number in range(settings.max_rounds):
+        order = (base, variant) if number % 2 == 0 else (variant, base)
+        got: dict[int, float] = {}
+        for side in order:
+            value = side.turn()
+            if value is None:
+                return paired_base, paired_variant, "baseline-failed" if side is base else "variant-failed"
+            got[id(side)] = value
+        paired_base.append(got[id(base)])
+        paired_variant.append(got[id(variant)])
+        if len(paired_base) < settings.blocks:
+            continue
+        interval = paired_interval(paired_base, paired_variant)
+        if interval is not None and interval.half_width <= settings.target:
+            return paired_base, paired_variant, "target"
+        if time.monotonic() - started >= settings.budget_s:
+            return paired_base, paired_variant, "budget"
+        if (number + 1) % 10 == 0 and interval is not None:
+            say(f"{variant.label}: {_interval_text(interval)} after {number + 1} rounds ...")
+    return paired_base, paired_variant, "max-rounds"
+
+
+def _interval_text(interval: Interval) -> str:
+    return (f"{interval.estimate:.3f}× ({interval.low:.3f}–{interval.high:.3f}, "
+            f"±{percent(interval.half_width)} %)")
+
+
 def measure(original: Path, variants: Sequence[Variant], argv: Sequence[str], settings: RunSettings, workdir: Path,
             *, baseline_code: Path | None = None, progress: Progress | None = None) -> tuple[tuple[RunOutcome, ...],
                                                                                           tuple[Row, ...]]:
-    """Baseline (``baseline_code``, default the original file itself), the variants, the baseline again.
-    Variants with the same text and precision run once. Returns (baseline runs, rows)."""
+    """Start the baseline (``baseline_code``, default the original file itself) once and compare each variant
+    with it (``compare``). Variants with the same text and precision run once. Returns (baseline runs, rows)."""
     say = progress or (lambda _m: None)
     baseline_code = baseline_code or original
-    total = len(variants) + 2
+    total = len(variants)
+    base = _Side("baseline", baseline_code, original, argv, settings, workdir / "baseline", None)
+    started = time.perf_counter()
+    say(f"[0/{total}] baseline: starting ...")
+    try:
+        if not base.start():
+            reason = base.failure.reason
+            say(f"[0/{total}] baseline: failed: {reason}")
+            rows = tuple(Row(v, Verdict(FAILED, f"not run: the baseline failed ({reason})"), None) for v in variants)
+            return tuple(base.outcomes), rows
+        say(f"[0/{total}] baseline: warmed up ({time.perf_counter() - started:.1f} s)")
+        results: dict[tuple[str, str | None], tuple[Verdict, RunOutcome | None]] = {}
+        rows: list[Row] = []
+        for i, variant in enumerate(variants, start=1):
+            key = (variant.text, variant.precision)
+            if key in results:
+                say(f"[{i}/{total}] {variant.key}: same code as an earlier variant, not run again")
+            elif base.failure is not None:
+                results[key] = (Verdict(FAILED, f"not run: the baseline failed ({base.failure.reason})"), None)
+            else:
+                results[key] = _measure_one(base, variant, original, argv, settings, workdir,
+                                            f"{i:02d}-{_slug(variant.key)}", baseline_code, f"[{i}/{total}]", say)
+            rows.append(Row(variant, *results[key]))
+        last = base.finish()
+        if settings.trace and last.trace is not None:
+            base.outcomes[-1] = replace(last, trace=analyze(last.trace))
+        return tuple(base.outcomes), tuple(rows)
+    finally:
+        base.kill()
 
-    def run(label: str, code: Path, precision: str | None, index: int, name: str, trace: bool) -> RunOutcome:
-        started = time.perf_counter()
-        say(f"[{index}/{total}] {label} ...")
-        outcome = run_once(code, original, list(argv), settings, workdir / name, precision=precision, trace=trace)
-        result = statistics_line(outcome) if outcome.ok else f"failed: {outcome.reason}"
-        if outcome.trace is not None:
+
+def _measure_one(base: _Side, variant: Variant, original: Path, argv: Sequence[str], settings: RunSettings,
+                 workdir: Path, name: str, baseline_code: Path, tag: str,
+                 say: Progress) -> tuple[Verdict, RunOutcome | None]:
+    started = time.perf_counter()
+    code = baseline_code
+    if variant.text != _read(baseline_code):
+        code = workdir / name / "code" / original.name
+        code.parent.mkdir(parents=True, exist_ok=True)
+        code.write_text(variant.text, encoding="utf-8")
+    side = _Side(variant.key, code, original, argv, settings, workdir / name, variant.precision)
+    say(f"{tag} {variant.key}: starting ...")
+    try:
+        if not side.start():
+            outcome = side.failure
+            say(f"{tag} {variant.key}: failed: {outcome.reason} ({time.perf_counter() - started:.1f} s)")
+            return judge((), outcome, None), outcome
+        paired_base, paired_variant, stopped = compare(base, side, settings, say)
+        if stopped == "baseline-failed":
+            reason = f"the baseline failed during the comparison ({base.failure.reason})"
+            side.finish()
+            say(f"{tag} {variant.key}: {reason}")
+            return Verdict(FAILED, reason, Timing(tuple(paired_base)) if paired_base else None), None
+        outcome = side.finish()
+        if settings.trace and outcome.trace is not None:
             outcome = replace(outcome, trace=analyze(outcome.trace))
-            result += f"; trace: {outcome.trace.summary()}"
-        say(f"[{index}/{total}] {label}: {result} ({time.perf_counter() - started:.1f} s)")
-        return outcome
+        loss_finite = _finite(base.session.losses)
+        verdict = judge(paired_base, outcome, loss_finite, fixed_blocks=paired_variant, stopped=stopped)
+        say(f"{tag} {variant.key}: {_progress_line(verdict)} ({time.perf_counter() - started:.1f} s)")
+        return verdict, outcome
+    finally:
+        side.kill()
 
-    first = run("baseline", baseline_code, None, 1, "baseline-1", settings.trace)
-    if not first.ok:
-        rows = tuple(Row(v, Verdict(FAILED, f"not run: the baseline failed ({first.reason})"), None) for v in variants)
-        return (first,), rows
-    outcomes: dict[tuple[str, str | None], RunOutcome] = {}
-    ran: list[tuple[Variant, RunOutcome]] = []
-    for i, variant in enumerate(variants, start=2):
-        key = (variant.text, variant.precision)
-        if key not in outcomes:
-            name = f"{i:02d}-{_slug(variant.key)}"
-            code = baseline_code
-            if variant.text != _read(baseline_code):
-                code = workdir / name / "code" / original.name
-                code.parent.mkdir(parents=True, exist_ok=True)
-                code.write_text(variant.text, encoding="utf-8")
-            outcomes[key] = run(variant.key, code, variant.precision, i, name, settings.trace)
-        else:
-            say(f"[{i}/{total}] {variant.key}: same code as an earlier variant, not run again")
-        ran.append((variant, outcomes[key]))
-    last = run("baseline (again)", baseline_code, None, total, "baseline-2", False)
-    baseline_runs = (first, last)
-    baseline = baseline_of(baseline_runs)
-    assert baseline is not None
-    loss_finite = first.final_loss_finite
-    rows = tuple(Row(v, judge(baseline, o, loss_finite), o) for v, o in ran)
-    return baseline_runs, rows
+
+def _finite(losses: Sequence[float | None]) -> bool | None:
+    values = [v for v in losses if v is not None]
+    return math.isfinite(values[-1]) if values else None
+
+
+def _progress_line(verdict: Verdict) -> str:
+    if verdict.interval is None:
+        return f"{verdict.status}: {verdict.reason}"
+    iv = verdict.interval
+    return (f"{verdict.status}, {_interval_text(iv)} in {iv.rounds} rounds (stopped: {verdict.stopped}); "
+            f"{verdict.baseline.median:.2f} → {verdict.fixed.median:.2f} ms/step")
 
 
 def _read(path: Path) -> str:
@@ -155,16 +298,21 @@ def statistics_line(outcome: RunOutcome) -> str:
 # --- the result as data: RunResult findings carry ``details.verification``; ``verifications`` the whole targets ---
 
 def run_result(verifications: Sequence[Verification]) -> RunResult:
-    """The lint findings, each measured one carrying ``details.verification``, and one ``target_dict`` record per
-    target in ``verifications``: what ``tracelint.render.render(result, fmt)`` turns into any report format."""
+    """The lint findings, each measured one carrying ``details.verification`` (``not-measured`` with the reason
+    for those no variant was built for), and one ``target_dict`` record per target in ``verifications``: what
+    ``tracelint.render.render(result, fmt)`` turns into any report format."""
     result = RunResult(files_checked=sum(1 for v in verifications if v.findings or v.rows),
                        verifications=[target_dict(v) for v in verifications])
     for v in verifications:
         by_finding = {id(row.variant.finding): row for row in v.rows if row.variant.finding is not None}
+        skipped = {id(u.finding): u for u in v.unmeasured}
         for finding in v.findings:
             row = by_finding.get(id(finding))
             if row is not None:
                 finding = replace(finding, details=(*finding.details, ("verification", verification_dict(v, row))))
+            elif id(finding) in skipped:
+                finding = replace(finding, details=(*finding.details,
+                                                    ("verification", unmeasured_dict(v, skipped[id(finding)]))))
             result.findings.append(finding)
         result.errors.extend(v.errors)
     result.findings.sort(key=Finding.sort_key)
@@ -172,14 +320,17 @@ def run_result(verifications: Sequence[Verification]) -> RunResult:
 
 
 def target_dict(v: Verification) -> dict:
-    """One target as plain data: its settings, the baseline runs and one entry per measured variant."""
+    """One target as plain data: its settings, the baseline runs, one entry per measured variant and one per
+    finding that could not be measured."""
     baseline = v.baseline
     failed = v.baseline_failed
+    s = v.settings
     doc = {
-        "target": v.target, "device": v.device, "torch": v.torch, "device_type": v.settings.device,
-        "timing_claims": v.settings.device == "cuda",
-        "settings": {"warmup": v.settings.warmup, "steps": v.settings.steps, "blocks": v.settings.blocks,
-                     "timeout_s": v.settings.timeout_s},
+        "target": v.target, "device": v.device, "torch": v.torch, "device_type": s.device,
+        "timing_claims": s.device == "cuda",
+        "settings": {"warmup": s.warmup, "steps": s.steps, "blocks": s.blocks, "timeout_s": s.timeout_s,
+                     "budget_s": s.budget_s, "target_pct": round(s.target * 100, 2),
+                     "resume_warmup": s.resume_warmup, "method": "alternating"},
         "baseline": {
             "status": "ok" if baseline else (FAILED if failed else "not-run"),
             "median_ms": _ms(baseline.pooled.median) if baseline else None,
@@ -191,26 +342,36 @@ def target_dict(v: Verification) -> dict:
         },
         "variants": [{"key": row.variant.key, "rule": _rule(row), "location": _location(row),
                       "verification": verification_dict(v, row)} for row in v.rows],
+        "not_measured": [{"rule": u.finding.code, "location": _finding_location(u.finding), "reason": u.reason}
+                         for u in v.unmeasured],
         "notes": list(v.notes),
     }
-    if v.settings.trace:
+    if s.trace:
         doc["baseline"]["trace"] = _trace_dict(v.baseline_trace, bool(v.baseline_runs))
     return doc
 
 
 def verification_dict(v: Verification, row: Row) -> dict:
-    """The ``verification`` object of one measured variant (with ``trace`` under --trace)."""
+    """The ``verification`` object of one measured variant (with ``trace`` and ``trace_before`` under --trace)."""
     verdict, s = row.verdict, v.settings
     speedup = verdict.speedup
+    iv = verdict.interval
     doc = {
         "status": verdict.status,
+        "summary": verdict.summary(),
         "baseline_ms": _ms(verdict.baseline.median) if verdict.baseline else None,
         "fixed_ms": _ms(verdict.fixed.median) if verdict.fixed else None,
         "speedup": round(speedup, 4) if speedup is not None and math.isfinite(speedup) else None,
+        "ci95": [round(iv.low, 4), round(iv.high, 4)] if iv else None,
+        "bound_pct": float(percent(iv.bound)) if iv and verdict.status == NO_EFFECT else None,
+        "rounds": iv.rounds if iv else 0,
+        "stopped": verdict.stopped or None,
         "spread": {"baseline": _range(verdict.baseline), "fixed": _range(verdict.fixed)},
         "noise_pct": round(verdict.noise * 100, 2) if verdict.noise is not None else None,
+        "baseline_blocks_ms": [_ms(b) for b in verdict.baseline.block_ms] if verdict.baseline else [],
         "fixed_blocks_ms": [_ms(b) for b in verdict.fixed.block_ms] if verdict.fixed else [],
-        "blocks": s.blocks, "steps": s.steps, "warmup": s.warmup,
+        "blocks": s.blocks, "steps": s.steps, "warmup": s.warmup, "budget_s": s.budget_s,
+        "target_pct": round(s.target * 100, 2),
         "device": v.device, "torch": v.torch, "device_type": s.device,
         "fix": row.variant.title, "safe": row.variant.safe, "precision": row.variant.precision,
         "follow_ups": list(row.variant.follow_ups),
@@ -219,7 +380,19 @@ def verification_dict(v: Verification, row: Row) -> dict:
     }
     if s.trace:
         doc["trace"] = _trace_dict(row.outcome.trace if row.outcome else None, row.outcome is not None)
+        doc["trace_before"] = _trace_dict(v.baseline_trace, bool(v.baseline_runs))
     return doc
+
+
+def unmeasured_dict(v: Verification, item: Unmeasured) -> dict:
+    """The ``verification`` object of a finding no variant was built for."""
+    return {"status": NOT_MEASURED, "summary": f"{NOT_MEASURED}: {item.reason}", "reason": item.reason,
+            "speedup": None, "baseline_ms": None, "fixed_ms": None, "ci95": None, "device": v.device,
+            "torch": v.torch, "device_type": v.settings.device}
+
+
+def _finding_location(finding: Finding) -> str | None:
+    return None if finding.source is None else f"{report_path(finding.path)}:{finding.source.line}"
 
 
 def _rule(row: Row) -> str:
@@ -234,9 +407,7 @@ def _rule(row: Row) -> str:
 
 def _location(row: Row) -> str | None:
     finding = row.variant.finding
-    if finding is None or finding.source is None:
-        return None
-    return f"{report_path(finding.path)}:{finding.source.line}"
+    return None if finding is None else _finding_location(finding)
 
 
 def _ms(value: float | None) -> float | None:

@@ -1,18 +1,25 @@
-"""From block timings to a verdict: medians, spreads, the run-to-run noise, and the status of a variant.
+"""From block timings to a verdict: paired rounds, the 95 % confidence interval of the speedup, and the status.
 
-The noise rule (what "outside the noise" means):
-    The baseline runs twice, first and last, so that drift over the session (clocks, temperature, a neighbour on
-    the machine) shows up as a difference between its two runs. The noise is the largest of
-      - the relative spread (max - min) / median of the block means of each baseline run and of the variant's run,
-      - the relative difference between the two baseline runs' medians,
-      - a floor of ``MIN_EFFECT`` (1 %): below that a speedup is not worth a claim.
-    A variant is **confirmed** when its median step is faster than the baseline's by more than the noise
-    (speedup - 1 > noise), **slower** when slower by more than the noise, and **no-effect** otherwise: within the
-    noise, a useful answer (the fix does not pay on this script). A run that crashed, timed out, found no steps,
-    or diverged (a non-finite loss where the baseline's was finite) is **failed** and not timed.
+The design (what "measured" means):
+    The baseline and a variant run in two processes side by side (the waiting one's DataLoader workers frozen) and
+    alternate single timed blocks in rounds of the order B V, V B, B V, ... (each round's order reversed, so that a
+    steady drift of the machine over a round cancels). A round gives one ratio ``baseline block / variant block``:
+    the two blocks were taken seconds apart, so what changes slowly over the session (clocks, temperature, a
+    neighbour on the machine) is in both. The speedup is the geometric mean of the rounds' ratios, and its 95 %
+    confidence interval the Student-t interval of their logarithms. Rounds go on until the interval is within
+    ±``target`` (3 %) of the estimate, or the time budget is spent, with at least ``blocks`` rounds.
+
+The status:
+    **confirmed** when the whole interval lies above 1 and the speedup is at least ``MIN_EFFECT`` (1 %): below
+    that a speedup is not worth a claim; **slower** when the whole interval lies below 1 (and by at least 1 %);
+    **no-effect** otherwise: the interval holds 1, and the answer is "no effect larger than ±X %", X the farther
+    end of the interval (a useful answer: the fix does not pay on this script, to within X). A run that crashed,
+    timed out, found no steps, or diverged (a non-finite loss where the baseline's was finite) is **failed** and
+    not timed; a finding for which no variant could be built is **not-measured**, with the reason.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,15 +27,37 @@ from dataclasses import dataclass
 from tracelint.verify.run import RunOutcome
 
 MIN_EFFECT = 0.01
+CONFIDENCE = 0.95
 
-CONFIRMED, NO_EFFECT, SLOWER, FAILED = "confirmed", "no-effect", "slower", "failed"
-# What the statuses and the noise mean, in one paragraph under every text report.
+CONFIRMED, NO_EFFECT, SLOWER, FAILED, NOT_MEASURED = "confirmed", "no-effect", "slower", "failed", "not-measured"
+# What the statuses and the interval mean, in one paragraph under every text report.
 LEGEND = (
-    f"{CONFIRMED}: faster by more than the noise · {NO_EFFECT}: within the noise, the fix does not pay on this "
-    f"script (a useful answer) · {SLOWER}: slower by more than the noise · {FAILED}: crashed, timed out, found no "
-    f"steps or diverged (not timed). Noise: the largest block spread of the baseline runs and the variant, the gap "
-    f"between the two baseline runs (first and last), and at least {MIN_EFFECT:.0%}."
+    f"Baseline and variant alternate single blocks (B V, V B, ...); speedup: the geometric mean of the rounds' "
+    f"baseline/variant ratios, with its {CONFIDENCE:.0%} interval. {CONFIRMED}: the interval lies above 1 (and "
+    f"the speedup is at least {MIN_EFFECT:.0%}) · {NO_EFFECT}: the interval holds 1: no effect larger than the "
+    f"±X % shown (a useful answer: the fix does not pay on this script) · {SLOWER}: the interval lies below 1 · "
+    f"{FAILED}: crashed, timed out, found no steps or diverged (not timed) · {NOT_MEASURED}: no variant could be "
+    f"built for the finding (the reason is given)."
 )
+
+# Two-sided 97.5 % quantiles of Student's t for 1..30 degrees of freedom; beyond, interpolated in 1/df.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045,
+         2.042)
+_T975_TAIL = ((30, 2.042), (40, 2.021), (60, 2.000), (120, 1.980), (math.inf, 1.960))
+
+
+def t975(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom."""
+    if df < 1:
+        return math.inf
+    if df <= 30:
+        return _T975[df - 1]
+    for (lo_df, lo), (hi_df, hi) in zip(_T975_TAIL, _T975_TAIL[1:], strict=False):
+        if df <= hi_df:
+            x, x0, x1 = 1 / df, 1 / lo_df, (0.0 if hi_df == math.inf else 1 / hi_df)
+            return hi + (lo - hi) * (x - x1) / (x0 - x1)
+    return 1.960
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +82,17 @@ class Timing:
     def rel_spread(self) -> float:
         return (self.high - self.low) / self.median if self.median > 0 else 0.0
 
+    @property
+    def cv(self) -> float:
+        """Block-to-block coefficient of variation (0 for fewer than two blocks)."""
+        if len(self.block_ms) < 2 or self.median <= 0:
+            return 0.0
+        return statistics.stdev(self.block_ms) / statistics.mean(self.block_ms)
+
 
 @dataclass(frozen=True, slots=True)
 class Baseline:
-    """The baseline's runs (one or two usable) and the noise they show."""
+    """The baseline's runs (usually one process alternating with every variant)."""
 
     runs: tuple[Timing, ...]
 
@@ -66,47 +102,108 @@ class Baseline:
 
     @property
     def noise(self) -> float:
-        parts = [MIN_EFFECT, *(run.rel_spread for run in self.runs)]
-        if len(self.runs) >= 2:
-            medians = [run.median for run in self.runs]
-            parts.append((max(medians) - min(medians)) / statistics.mean(medians))
-        return max(parts)
+        """The block-to-block coefficient of variation of the pooled blocks: how much one block tells."""
+        return self.pooled.cv
 
 
 def baseline_of(outcomes: Sequence[RunOutcome]) -> Baseline | None:
-    runs = tuple(Timing(o.block_ms) for o in outcomes if o.ok)
+    runs = tuple(Timing(o.block_ms) for o in outcomes if o.ok and o.block_ms)
     return Baseline(runs) if runs else None
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """The speedup of paired rounds: geometric mean of the ratios and its confidence interval."""
+
+    estimate: float
+    low: float
+    high: float
+    rounds: int
+
+    @property
+    def half_width(self) -> float:
+        """The interval's larger distance from the estimate, relative to it (0.03 = ±3 %)."""
+        return max(self.high / self.estimate - 1.0, 1.0 - self.low / self.estimate)
+
+    @property
+    def bound(self) -> float:
+        """The larger effect the interval allows, either way, relative to 1: "no effect larger than ±bound"."""
+        return max(self.high - 1.0, 1.0 - self.low, 0.0)
+
+
+def paired_interval(baseline: Sequence[float], fixed: Sequence[float]) -> Interval | None:
+    """The speedup baseline/fixed from paired blocks (round i: ``baseline[i]`` beside ``fixed[i]``); None for
+    fewer than two rounds."""
+    logs = [math.log(b / f) for b, f in zip(baseline, fixed, strict=False) if b > 0 and f > 0]
+    n = len(logs)
+    if n < 2:
+        return None
+    mean = statistics.fmean(logs)
+    half = t975(n - 1) * statistics.stdev(logs) / math.sqrt(n)
+    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n)
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
     status: str
     reason: str = ""
-    baseline: Timing | None = None
+    baseline: Timing | None = None  # the baseline blocks paired with the variant's
     fixed: Timing | None = None
-    noise: float | None = None
+    interval: Interval | None = None
+    stopped: str = ""  # why the rounds stopped: "target", "budget", "max-rounds" (or "" when not measured)
 
     @property
     def speedup(self) -> float | None:
+        if self.interval is not None:
+            return self.interval.estimate
         if self.baseline is None or self.fixed is None or self.fixed.median <= 0:
             return None
         return self.baseline.median / self.fixed.median
 
+    @property
+    def noise(self) -> float | None:
+        """The interval's half-width (relative): what the measurement can resolve."""
+        return self.interval.half_width if self.interval is not None else None
 
-def judge(baseline: Baseline, outcome: RunOutcome, baseline_loss_finite: bool | None) -> Verdict:
-    """The status of one variant's run against the baseline (see the module docstring)."""
-    base = baseline.pooled
+    def summary(self) -> str:
+        """``1.25× (1.22–1.28)``, ``no effect larger than ±2.1 %`` or the status and reason."""
+        iv = self.interval
+        if iv is None:
+            return f"{self.status}" + (f": {self.reason}" if self.reason else "")
+        if self.status == NO_EFFECT:
+            return f"no effect larger than ±{percent(iv.bound)} %"
+        return f"{iv.estimate:.2f}× ({iv.low:.2f}–{iv.high:.2f})"
+
+
+def percent(fraction: float) -> str:
+    """A relative bound as a percentage, rounded up to 0.1 (a bound is never understated)."""
+    return f"{math.ceil(fraction * 1000 - 1e-9) / 10:.1f}"
+
+
+def status_of(interval: Interval) -> str:
+    if interval.low > 1.0 and interval.estimate >= 1.0 + MIN_EFFECT:
+        return CONFIRMED
+    if interval.high < 1.0 and 1.0 / interval.estimate >= 1.0 + MIN_EFFECT:
+        return SLOWER
+    return NO_EFFECT
+
+
+def judge(baseline_blocks: Sequence[float], outcome: RunOutcome, baseline_loss_finite: bool | None, *,
+          fixed_blocks: Sequence[float] | None = None, stopped: str = "") -> Verdict:
+    """The status of one variant against the baseline blocks it was paired with (see the module docstring).
+    ``fixed_blocks`` default to the outcome's blocks, round for round with ``baseline_blocks``."""
+    base = Timing(tuple(baseline_blocks)) if baseline_blocks else None
     if not outcome.ok:
         return Verdict(FAILED, outcome.reason, base)
     if outcome.final_loss_finite is False and baseline_loss_finite is not False:
         return Verdict(FAILED, "diverged: non-finite loss where the baseline's is finite", base)
-    fixed = Timing(outcome.block_ms)
-    noise = max(baseline.noise, fixed.rel_spread)
-    speedup = base.median / fixed.median if fixed.median > 0 else float("inf")
-    if speedup - 1.0 > noise:
-        status = CONFIRMED
-    elif 1.0 / speedup - 1.0 > noise:
-        status = SLOWER
-    else:
-        status = NO_EFFECT
-    return Verdict(status, "", base, fixed, noise)
+    fixed_blocks = tuple(outcome.block_ms if fixed_blocks is None else fixed_blocks)
+    fixed = Timing(fixed_blocks)
+    interval = paired_interval(baseline_blocks, fixed_blocks)
+    if interval is None:
+        return Verdict(FAILED, "fewer than two rounds were timed", base, fixed)
+    return Verdict(status_of(interval), "", base, fixed, interval, stopped)
+
+
+def not_measured(reason: str) -> Verdict:
+    return Verdict(NOT_MEASURED, reason)

@@ -4,7 +4,11 @@ precision mode that the harness applies at run time. Pure text work over the sou
 - one variant per finding with a fix: the script with that fix applied, plus the safe fixes of findings the fix
   *exposes* (a finding absent from the original whose rule fires only once the first fix is in: TL203's
   ``non_blocking=True`` appears only after TL202 made the loader pinned);
-- "all fixes": what ``tracelint --fix --unsafe-fixes`` writes (every fix, pass after pass);
+- one variant per sync finding without a fix, where a device-side rewrite can be built (rewrite.py:
+  ``losses.append(loss.item())``, ``print(f"{loss.item()}")``, ...); the findings for which none can be are
+  ``Unmeasured``, with the reason;
+- "all fixes": what ``tracelint --fix --unsafe-fixes`` writes (every fix, pass after pass), then the rewrites of
+  the findings left without a fix;
 - precision variants for scripts that look matmul-bound and have not chosen a precision (unsafe: they change
   numerics): TF32 matmuls and bf16 autocast, applied by the harness (see harness.py for how and the limits).
 """
@@ -21,6 +25,7 @@ from pathlib import Path
 from tracelint.engine import Config, Finding, InputError, find_config
 from tracelint.source import lint_paths
 from tracelint.source.fix import apply_edits
+from tracelint.verify.rewrite import NotBuilt, rewrite
 
 MAX_FOLLOW_UP_PASSES = 3
 
@@ -40,6 +45,14 @@ PRECISION_TITLES = {
     "tf32": "TF32 matmuls (allow_tf32 = True)",
     "bf16": "bf16 autocast around module calls",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Unmeasured:
+    """A finding for which no variant could be built, and why."""
+
+    finding: Finding
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,12 +145,40 @@ def precision_modes(text: str) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The variants of one script, the findings they came from, and what could not be planned."""
+    """The variants of one script, the findings they came from, and what could not be planned or measured."""
 
     text: str
     findings: tuple[Finding, ...]
     variants: tuple[Variant, ...]
     errors: tuple[InputError, ...] = ()
+    unmeasured: tuple[Unmeasured, ...] = ()
+
+
+MAX_REWRITE_PASSES = 20
+
+
+def rewrite_rest(text: str, scratch: Path, config: Config, filename: str) -> str:
+    """``text`` with a device-side rewrite for each finding left without a fix, one after the other (each pass
+    lints the text again: a rewrite moves what comes after it)."""
+    failed: set[tuple[str, str, str]] = set()
+    for _ in range(MAX_REWRITE_PASSES):
+        lines = text.splitlines()
+        for finding in lint_text(text, scratch, config):
+            if finding.fix is not None and finding.fix.edits:
+                continue
+            line = finding.source.line if finding.source else 0
+            key = (*_signature(finding), lines[line - 1].strip() if 0 < line <= len(lines) else "")
+            if key in failed:
+                continue
+            try:
+                text = rewrite(text, finding, filename).text
+            except NotBuilt:
+                failed.add(key)
+                continue
+            break
+        else:
+            return text
+    return text
 
 
 def plan(path: Path, scratch_dir: Path, *, precision: Iterable[str] | None = None,
@@ -151,15 +192,27 @@ def plan(path: Path, scratch_dir: Path, *, precision: Iterable[str] | None = Non
     scratch_dir.mkdir(parents=True, exist_ok=True)
     scratch = scratch_dir / f"lint_{path.name}"
     variants: list[Variant] = []
+    unmeasured: list[Unmeasured] = []
     fixable = [f for f in findings if f.fix is not None and f.fix.edits]
-    for finding in fixable:
-        fixed, follow_ups = apply_with_follow_ups(text, finding, findings, scratch, config)
-        variants.append(Variant(f"{finding.code}:{finding.location.line}", finding.fix.title, finding.fix.safe,
-                                fixed, finding=finding, follow_ups=follow_ups))
-    if len(fixable) > 1:
-        together = all_fixes(path, scratch, config)
-        safe = all(f.fix.safe for f in fixable)
-        variants.append(Variant("all", "all fixes together", safe, together))
+    for finding in findings:
+        if finding in fixable:
+            fixed, follow_ups = apply_with_follow_ups(text, finding, findings, scratch, config)
+            variants.append(Variant(f"{finding.code}:{finding.location.line}", finding.fix.title, finding.fix.safe,
+                                    fixed, finding=finding, follow_ups=follow_ups))
+            continue
+        try:
+            rewritten = rewrite(text, finding, path.name)
+        except NotBuilt as exc:
+            unmeasured.append(Unmeasured(finding, str(exc)))
+            continue
+        variants.append(Variant(f"{finding.code}:{finding.location.line}", rewritten.title, False, rewritten.text,
+                                finding=finding))
+    if len(variants) > 1:
+        together = all_fixes(path, scratch, config) if fixable else text
+        together = rewrite_rest(together, scratch, config, path.name)
+        safe = all(v.safe for v in variants)
+        if together != text and all(together != v.text for v in variants):
+            variants.append(Variant("all", "all fixes together", safe, together))
     modes = precision_modes(text) if precision is None else list(precision)
     variants.extend(Variant(m, PRECISION_TITLES[m], False, text, precision=m) for m in modes)
-    return Plan(text, findings, tuple(variants), errors)
+    return Plan(text, findings, tuple(variants), errors, tuple(unmeasured))

@@ -1,0 +1,174 @@
+"""Baseline and variant alternate single blocks (B V, V B, ...) until the interval is tight or the budget is spent;
+the side that waits is frozen with its DataLoader workers; a script that runs out of steps is started again."""
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.verify.conftest import CPU, SCRIPTS
+from tracelint.verify.measure import _Side, compare, measure
+from tracelint.verify.run import RunSettings, Session
+from tracelint.verify.variants import Variant
+
+
+class FakeSide:
+    """A side whose blocks come from a function of the global turn number (the machine's drift)."""
+
+    def __init__(self, label: str, log: list, step_ms, fail_at: int | None = None) -> None:
+        self.label, self.log, self.step_ms, self.fail_at = label, log, step_ms, fail_at
+        self.failure = None
+
+    def turn(self):
+        if self.fail_at is not None and len(self.log) >= self.fail_at:
+            return None
+        self.log.append(self.label)
+        return self.step_ms(len(self.log))
+
+
+def test_rounds_alternate_their_order_and_stop_at_the_target():
+    log: list[str] = []
+    settings = RunSettings(blocks=4, budget_s=60, target=0.03)
+    base = FakeSide("B", log, lambda t: 10.0 + 0.01 * t)  # a slow drift: paired rounds see it on both sides
+    variant = FakeSide("V", log, lambda t: (10.0 + 0.01 * t) / 1.25)
+    b, v, stopped = compare(base, variant, settings)
+    assert stopped == "target" and len(b) == len(v) == 4  # tight from the minimum number of rounds on
+    assert "".join(log) == "BVVBBVVB"
+
+
+def test_rounds_go_on_while_the_interval_is_wide_until_the_budget_is_spent():
+    log: list[str] = []
+    noise = [1.0, 1.3, 0.8, 1.25, 0.85, 1.2]
+    settings = RunSettings(blocks=3, budget_s=0.05, target=0.01, max_rounds=10**7)
+    base = FakeSide("B", log, lambda t: 10.0 * noise[t % len(noise)])
+    variant = FakeSide("V", log, lambda t: 10.0 * noise[(t * 7) % len(noise)])
+    started = time.monotonic()
+    b, v, stopped = compare(base, variant, settings)
+    assert stopped == "budget" and len(b) >= 3 and time.monotonic() - started < 5
+
+
+def test_a_failing_side_ends_the_comparison_and_says_which():
+    log: list[str] = []
+    settings = RunSettings(blocks=3)
+    assert compare(FakeSide("B", log, lambda t: 10.0, fail_at=3), FakeSide("V", log, lambda t: 9.0),
+                   settings)[2] == "baseline-failed"
+    log.clear()
+    assert compare(FakeSide("B", log, lambda t: 10.0), FakeSide("V", log, lambda t: 9.0, fail_at=1),
+                   settings)[2] == "variant-failed"
+
+
+def _state(pid: int) -> str:
+    """The scheduler state (R, S, T...) of a process."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _settled_states(pid: int) -> tuple[str, list[str]]:
+    """The state of the harness and those of its children, once a SIGSTOP sent to them has arrived."""
+    from tracelint.verify.run import _descendants
+
+    deadline = time.monotonic() + 5
+    while True:
+        children = [_state(child) for child in _descendants(pid)]
+        if set(children) == {"T"} or time.monotonic() > deadline:
+            return _state(pid), children
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_a_waiting_sessions_workers_are_frozen_and_resume(tmp_path):
+    script = SCRIPTS / "train_cpu.py"  # a DataLoader with one worker process
+    session = Session(script, script, [], CPU, tmp_path)
+    session.start()
+    try:
+        assert session.ready(), session.finish().reason
+        harness, workers = _settled_states(session.proc.pid)
+        # the worker is stopped; the harness is not (it waits in a read: a stopped OpenMP team would stall later)
+        assert workers == ["T"] and harness == "S"
+        assert session.run(2) is not None and len(session.blocks) == 2
+        assert _settled_states(session.proc.pid) == ("S", ["T"])
+        outcome = session.finish()
+    finally:
+        session.kill()
+    assert outcome.ok and len(outcome.block_ms) == 2 and session.proc.poll() is not None
+
+
+FINITE = """\
+import sys
+import torch
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model = torch.nn.Linear(8, 2).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(16, 8, device=device)
+for step in range(int(sys.argv[1])):
+    opt.zero_grad(set_to_none=False)
+    model(x).pow(2).mean().backward()
+    opt.step()
+"""
+
+
+@pytest.mark.slow
+def test_a_script_that_runs_out_of_steps_mid_comparison_is_started_again(tmp_path):
+    script = tmp_path / "finite.py"
+    script.write_text(textwrap.dedent(FINITE))
+    settings = RunSettings(warmup=2, steps=3, blocks=6, device="cpu", timeout_s=120, budget_s=1, resume_warmup=1)
+    fixed = FINITE.replace("set_to_none=False", "set_to_none=True")
+    # 20 steps: warm-up 2, then 4 turns of 1 + 3 steps; the sixth round needs a second process (a third, a fourth).
+    runs, (row,) = measure(script, [Variant("TL301:9", "fix", True, fixed)], ["20"], settings, tmp_path / "runs")
+    assert row.verdict.status in ("confirmed", "no-effect", "slower"), row.verdict.reason
+    assert row.verdict.interval.rounds >= 6
+    assert len(runs) >= 2 and all(run.ok for run in runs)  # the baseline's processes, each with its blocks
+    assert sum(len(run.block_ms) for run in runs) == row.verdict.interval.rounds
+
+
+@pytest.mark.slow
+def test_a_variant_that_fails_after_some_rounds_is_failed_not_timed(tmp_path, monkeypatch):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(FINITE))
+    broken = FINITE.replace("    opt.step()\n", "    opt.step()\n    assert step < 12, 'boom'\n")
+    settings = RunSettings(warmup=2, steps=3, blocks=5, device="cpu", timeout_s=120, budget_s=1, resume_warmup=1)
+    _, (row,) = measure(script, [Variant("x", "broken", True, broken)], ["1000000"], settings, tmp_path / "runs")
+    assert row.verdict.status == "failed" and row.verdict.interval is None
+    assert "AssertionError: boom" in row.outcome.stderr_tail
+
+
+def test_side_restarts_are_bounded(tmp_path, monkeypatch):
+    """A script that ends after every turn is started again at most MAX_RESTARTS times."""
+    import sys
+
+    from tracelint.verify.run import RunOutcome
+
+    measure_module = sys.modules["tracelint.verify.measure"]
+
+    started = []
+
+    class EndingSession:
+        def __init__(self, *args, **kwargs) -> None:
+            started.append(1)
+            self.blocks, self.losses, self.ended = [], [], False
+
+        def start(self) -> None:
+            pass
+
+        def ready(self) -> bool:
+            return True
+
+        def run(self, blocks):
+            self.ended = True
+            return None
+
+        def finish(self, trace=None):
+            return RunOutcome(True, (1.0,))
+
+        def kill(self) -> None:
+            pass
+
+    monkeypatch.setattr(measure_module, "Session", EndingSession)
+    side = _Side("baseline", Path("x.py"), Path("x.py"), [], CPU, tmp_path, None)
+    assert side.start() and side.turn() is None
+    assert len(started) == 1 + measure_module.MAX_RESTARTS and side.failure is not None
+    assert os.path.basename(side.workdir) == tmp_path.name
+
