@@ -120,12 +120,14 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     ctx = FileContext(display, doc.text, module, cell_lines=doc.cell_lines, entries=run.entries if run else None,
                       device_from_run=run.on_device if run else False,
                       graph_collates=run.graph_collates if run else frozenset())
+    project_calls = found is None or PROJECT_CALL in found
     found = run_rules(ctx, [cls(ctx) for cls in active])
     if run is not None:
         from tracelint.source.loops import facts
 
         file_facts = facts(ctx)
-        run.calls = file_facts.callers.run_calls(on_device=file_facts.device_evidence())
+        run.calls = file_facts.callers.run_calls(on_device=file_facts.device_evidence(),
+                                                 project_calls=project_calls)
     line_of = _line_lookup(doc)
     kept: list[Finding] = []
     for finding in found:

@@ -402,8 +402,8 @@ class _Screen:
                     loop = node
             if isinstance(node, ast.Call):
                 self._call(node, scope, hot)
-                if loop is not None and PROJECT_CALL not in self.found and _steppy_loop(loop) and \
-                        self._project_call(node.func, scope):
+                if loop is not None and PROJECT_CALL not in self.found and self._project_call(node.func, scope) \
+                        and _steppy_loop(loop):
                     self.found.add(PROJECT_CALL)
             elif hot:
                 self._other(node, scope)
