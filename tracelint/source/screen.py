@@ -11,12 +11,12 @@ a clean file through, it must never hold back one with findings. What it leaves 
 per-step loop, periodic/rare guards, most of the host/tensor inference. What it keeps, so that ordinary clean code
 is screened out:
 - the sync kinds (TL1xx) count only in files that import torch, only inside a ``for``/``while`` loop, a
-  comprehension, a step hook (``training_step``, ...) or a function the file calls somewhere (callers.py follows
-  calls into it; a class body is not in the loop; a file analysed with entry points from other files of the run
-  is not screened at all), and only where a value could be a tensor by the rules' own inference (``kind`` in values.py):
-  literals and containers, ``is``/``in`` comparisons, ``and``/``or``, attributes like ``.shape``, calls of
-  unshadowed builtins and host methods (``.item()``, ``.size()``, ...), and names only ever assigned such values
-  are host values; anything else may be a tensor;
+  comprehension, a step hook (``training_step``, ...) or a function the file calls in a loop, a step hook or such a
+  function (callers.py follows calls into it; a class body is not in the loop; a file analysed with entry points
+  from other files of the run is not screened at all), and only where a value could be a tensor by the rules' own
+  inference (``kind`` in values.py): literals and containers, ``is``/``in`` comparisons, ``and``/``or``, attributes
+  like ``.shape``, calls of unshadowed builtins and host methods (``.item()``, ``.size()``, ...), and names only
+  ever assigned such values are host values; anything else may be a tensor;
 - DataLoader calls are calls whose name, after the file's imports and once-assigned aliases, ends in
   ``DataLoader``; ``zero_grad`` only with a literal ``set_to_none=False``.
 
@@ -177,7 +177,9 @@ class _Screen:
         self.values: dict[ast.AST, dict[str, list[ast.expr]]] = {}  # scope -> name -> assigned values
         self.torch = False
         self.called: set[str] = set()           # the last names of every callee (the call:NAME kinds)
-        self.call_names: set[str] = set()       # the last names of every callee as written (pass 1)
+        self.loop_calls: set[str] = set()       # callee names (as written) called inside a loop (pass 1)
+        self.calls_in: dict[str, set[str]] = {}  # def name -> callee names called in its body (pass 1)
+        self.hot_functions: set[str] = set()    # defs that may run per step (pass 1, see _collect)
         self.depth = 0                          # the depth of the tree
         self.device_copy = False
 
@@ -197,10 +199,12 @@ class _Screen:
         return frozenset(found)
 
     def _collect(self, node: ast.AST, scope: ast.AST, assigned: dict[str, int], candidates: dict[str, str]) -> None:
-        work = [(node, scope, 1)]
+        # in_loop: inside a loop or comprehension of the same function (or of the lambda's function); fn: the name of
+        # the enclosing def (None at module level)
+        work: list[tuple[ast.AST, ast.AST, int, bool, str | None]] = [(node, scope, 1, False, None)]
         deepest = 0
         while work:
-            node, scope, depth = work.pop()
+            node, scope, depth, in_loop, fn = work.pop()
             if depth > deepest:
                 deepest = depth
             if isinstance(node, ast.Import):
@@ -241,7 +245,10 @@ class _Screen:
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
                 if name is not None:
-                    self.call_names.add(name)
+                    if in_loop:
+                        self.loop_calls.add(name)
+                    if fn is not None:
+                        self.calls_in.setdefault(fn, set()).add(name)
             elif isinstance(node, ast.ExceptHandler) and node.name:
                 assigned[node.name] = assigned.get(node.name, 0) + 1
                 self.bound.add(node.name)
@@ -254,8 +261,23 @@ class _Screen:
                     if isinstance(name, ast.Name):
                         self.bound.add(name.id)
             inner = node if isinstance(node, _SCOPES) else scope
-            work.extend((child, inner, depth + 1) for child in ast.iter_child_nodes(node))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                in_loop, fn = False, node.name
+            elif isinstance(node, ast.ClassDef):
+                in_loop, fn = False, None
+            elif isinstance(node, _LOOPS):
+                in_loop = True
+            work.extend((child, inner, depth + 1, in_loop, fn) for child in ast.iter_child_nodes(node))
         self.depth = deepest
+        # The functions that may run per step: called in a loop or a step hook, or from such a function (by name).
+        hot: set[str] = set()
+        frontier = set(STEP_HOOKS) | self.loop_calls
+        while frontier:
+            name = frontier.pop()
+            if name not in hot:
+                hot.add(name)
+                frontier |= self.calls_in.get(name, set()) - hot
+        self.hot_functions = hot
 
     def _torch_module(self, module: str) -> None:
         if module == "torch" or module.startswith("torch."):
@@ -391,7 +413,7 @@ class _Screen:
             node, scope, hot, loop = work.pop()
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 # a function the file calls may be called per step (callers.py follows the call)
-                scope, hot, loop = node, node.name in STEP_HOOKS or node.name in self.call_names, None
+                scope, hot, loop = node, node.name in self.hot_functions, None
             elif isinstance(node, ast.Lambda):
                 scope = node  # a lambda runs where it is called (map(lambda t: t.item(), ...) in the loop)
             elif isinstance(node, ast.ClassDef):
