@@ -188,15 +188,18 @@ class Callers:
         return where if location.cell is None else f"cell {location.cell}, {where}"
 
     # -- across the files of a run ----------------------------------------------------------------------------
-    def run_calls(self, on_device: bool, project_calls: bool = True) -> RunCalls:
+    def run_calls(self, on_device: bool, project_calls: bool = True,
+                  defines: frozenset[str] | None = None) -> RunCalls:
         """The functions this file defines, its per-step calls of imported functions, and (``on_device``: the file
-        shows device evidence) every imported function it calls (``RunCalls``). ``project_calls`` False (the screen
-        saw no call of a project function in a loop) and no device evidence: only the definitions, without a walk of
-        the module."""
+        shows device evidence) every imported function it calls (``RunCalls``). ``defines`` is the screen's
+        ``Look.defines`` (None where Python's parser did not take the file: then they come from the walk).
+        ``project_calls`` False (the screen saw no call of a project function in a loop) and no device evidence:
+        only the definitions, without a walk of the module."""
         tree = self.tree
-        if not project_calls and not on_device:
-            return RunCalls(_defines(tree.module), (), on_device)
-        defines = frozenset(q for fn in self.index.functions if (q := qualname(fn, tree)) is not None)
+        if not project_calls and not on_device and defines is not None:
+            return RunCalls(defines, (), on_device)
+        if defines is None:
+            defines = frozenset(q for fn in self.index.functions if (q := qualname(fn, tree)) is not None)
         hot: list[HotCall] = []
         seen: set[str] = set()
         anywhere: set[str] = set()
@@ -228,17 +231,6 @@ class Callers:
                 if cls is not None:
                     targets.append(f"{cls}.{func.attr.value}")
         return [t for t in targets if t.split(".")[0] not in EXTERNAL_MODULES]
-
-
-def _defines(module: cst.Module) -> frozenset[str]:
-    """``f`` and ``C.m`` for the module-level functions and the methods of module-level classes."""
-    names: set[str] = set()
-    for stmt in module.body:
-        if isinstance(stmt, cst.FunctionDef):
-            names.add(stmt.name.value)
-        elif isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock):
-            names.update(f"{stmt.name.value}.{s.name.value}" for s in stmt.body.body if isinstance(s, cst.FunctionDef))
-    return frozenset(names)
 
 
 def _short_path(path: str) -> str:

@@ -127,7 +127,7 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
 
         file_facts = facts(ctx)
         run.calls = file_facts.callers.run_calls(on_device=file_facts.device_evidence(),
-                                                 project_calls=project_calls)
+                                                 project_calls=project_calls, defines=run.defines)
     line_of = _line_lookup(doc)
     kept: list[Finding] = []
     for finding in found:
@@ -171,6 +171,7 @@ class _Run:
     entries: dict[str, Entry] = field(default_factory=dict)
     on_device: bool = False  # a file of the run with device evidence calls this file's functions
     graph_collates: frozenset[str] = frozenset()  # runcalls.graph_collates of the run
+    defines: frozenset[str] | None = None  # the screen's Look.defines (None: Python's parser did not take the file)
     calls: RunCalls | None = None
 
 
@@ -217,6 +218,8 @@ def lint_in_run(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: 
     def wanted(code: str) -> bool:
         return config.enabled(code) and not config.ignored_for(display, code)
 
+    if run is not None and look.sites is not None:
+        run.defines = look.defines
     found = look.sites if run is None or not run.entries else None  # an entry point makes any body per-step
     codes = (code for code, rule_doc in catalog().items() if "source" in rule_doc.implemented_by)
     if found is not None and not any(may_report(code, found) for code in codes if wanted(code)):

@@ -7,6 +7,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tracelint.source.screen import _dotted
 from tracelint.source.vocab import GRAPH_BATCHING
 
 MAX_ROUNDS = 3  # cross-file passes (a helper module's helper in a third file)
@@ -145,12 +146,10 @@ def _graph_functions(tree: ast.Module) -> set[str]:
 
 
 def _resolved(func: ast.expr, imports: dict[str, str]) -> str | None:
-    parts: list[str] = []
-    while isinstance(func, ast.Attribute):
-        parts.append(func.attr)
-        func = func.value
-    if not isinstance(func, ast.Name):
+    """``func``'s dotted name with its head replaced through the file's imports."""
+    dotted = _dotted(func)
+    if dotted is None:
         return None
-    head = imports.get(func.id, func.id)
-    return ".".join([head, *reversed(parts)])
-
+    head, _, rest = dotted.partition(".")
+    head = imports.get(head, head)
+    return f"{head}.{rest}" if rest else head
