@@ -34,4 +34,8 @@ def __getattr__(name: str):
         # Importing the submodule bound `tracelint.profile` to the module; bind the function in its place.
         globals()["profile"] = profile
         return profile
-    raise AttributeError(name)
+    raise AttributeError(f"module 'tracelint' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -18,7 +18,7 @@ from tracelint.engine import (
 EVIDENCE = "GPU idle 81% of the step; 74% of that idle time the main thread waits in DataLoader.__next__"
 
 
-def source_finding(path="train.py", line=42, column=8, code="TL101", message="`.item()` syncs the GPU every step",
+def source_finding(path="train.py", line=42, column=9, code="TL101", message="`.item()` syncs the GPU every step",
                    fix_safe: bool | None = True, severity=Severity.WARNING) -> Finding:
     fix = None if fix_safe is None else Fix("Move it out of the loop", (Edit(line, column, line, column + 11, ""),),
                                            safe=fix_safe)
@@ -27,7 +27,7 @@ def source_finding(path="train.py", line=42, column=8, code="TL101", message="`.
 
 def notebook_finding() -> Finding:
     return Finding("TL104", Severity.WARNING, "print of a device tensor syncs",
-                   SourceLocation("nb.ipynb", 4, 2, 4, 12, cell=3))
+                   SourceLocation("nb.ipynb", 4, 3, 4, 13, cell=3))
 
 
 def trace_finding(source: bool = True, rank: int | None = 0, step: int | None = 12, path="trace.json.gz") -> Finding:

@@ -49,7 +49,7 @@ def test_severity_maps_to_command():
 
 def test_hostile_message_and_path_cannot_break_the_command():
     evil = Finding("TL101", Severity.WARNING, "50% of steps\r\n::error::injected, really: yes",
-                   SourceLocation("dir,with:odd/tr%ain.py", 3, 0, 3, 4))
+                   SourceLocation("dir,with:odd/tr%ain.py", 3, 1, 3, 5))
     out = render(RunResult(findings=[evil]), "github")
     assert out.count("\n") == 1  # one command, one line
     kind, props, message = _parse(out.rstrip("\n"))

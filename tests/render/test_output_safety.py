@@ -56,11 +56,11 @@ _GITHUB_COMMAND = re.compile(r"^::(error|warning|notice)(?: ([^:]*))?::(.*)$")
 def hostile_result() -> RunResult:
     source = Finding(
         "TL101", Severity.WARNING, f"`.item()` {HOSTILE}",
-        SourceLocation(f"src/{ANSI}{BIDI}{FORGED}/{BAD}", 3, 4, 3, 10),
+        SourceLocation(f"src/{ANSI}{BIDI}{FORGED}/{BAD}", 3, 5, 3, 11),
         fix=Fix(f"fix {HOSTILE}", (), safe=True),
     )
-    at_bad = Finding("TL104", Severity.ERROR, "print syncs", SourceLocation(BAD, 7, 0, 7, 5))
-    forged_line = Finding("TL101", Severity.INFO, "m", SourceLocation("::error::forged.py", 1, 0, 1, 2))
+    at_bad = Finding("TL104", Severity.ERROR, "print syncs", SourceLocation(BAD, 7, 1, 7, 6))
+    forged_line = Finding("TL101", Severity.INFO, "m", SourceLocation("::error::forged.py", 1, 1, 1, 3))
     trace = Finding(
         "TL202", Severity.WARNING, f"pageable copies {HOSTILE}",
         TraceLocation(f"{HOSTILE}.json", rank=BIG, step=BIG, start_us=NAN, end_us=float("inf"),
@@ -135,7 +135,7 @@ def test_text_shows_escapes_where_the_data_had_controls():
     assert "bad\\xff.py" in out  # the undecodable byte, as itself
     assert "a\\x00b\\x7fc\\x9b31m" in out
     assert "##\\x5b" in out
-    assert "\\x3a:error::forged.py:1:1: TL101 m" in out.splitlines()  # the file named like a command
+    assert "\\x3a:error::forged.py:1:1: TL101 info m" in out.splitlines()  # the file named like a command
     assert "1,180,591,620,717,411,303,424" in out  # a 70-bit integer is only a number here
 
 

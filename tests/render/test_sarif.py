@@ -102,9 +102,9 @@ def test_notebook_finding_at_line_one_with_the_cell_in_the_message():
 
 def test_paths_are_relative_posix_and_encoded(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    inside = Finding("TL101", Severity.WARNING, "m", SourceLocation(str(tmp_path / "src dir" / "train.py"), 1, 0))
-    outside = Finding("TL101", Severity.WARNING, "m", SourceLocation("/elsewhere/x.py", 1, 0))
-    dotted = Finding("TL101", Severity.WARNING, "m", SourceLocation("./pkg/./y.py", 1, 0))
+    inside = Finding("TL101", Severity.WARNING, "m", SourceLocation(str(tmp_path / "src dir" / "train.py"), 1, 1))
+    outside = Finding("TL101", Severity.WARNING, "m", SourceLocation("/elsewhere/x.py", 1, 1))
+    dotted = Finding("TL101", Severity.WARNING, "m", SourceLocation("./pkg/./y.py", 1, 1))
     uris = [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
             for r in _sarif(RunResult(findings=[inside, outside, dotted]))["runs"][0]["results"]]
     assert uris == ["src%20dir/train.py", "file:///elsewhere/x.py", "pkg/y.py"]

@@ -34,24 +34,24 @@ def test_trace_block_shows_metrics_important_first(full_result):
 
 def test_trace_findings_sit_under_their_block_with_the_source_line(full_result):
     lines = render_text(full_result, color=False).splitlines()
-    i = lines.index("trace.json.gz (rank 0, step 12): TL202 pageable HtoD copies: 1.2 GiB per step")
+    i = lines.index("trace.json.gz (rank 0, step 12): TL202 warning pageable HtoD copies: 1.2 GiB per step")
     assert lines[i + 1] == "  --> train.py:30"
     assert lines[i + 2].startswith("  = pageable_bytes: 1.21 GiB, copies: 300, ratio: inf")
-    assert "trace.json.gz (rank 0): TL202 pageable HtoD copies: 1.2 GiB per step" in lines
-    assert lines.index("trace.json.gz (rank 0, step 12): TL202 pageable HtoD copies: 1.2 GiB per step") < \
-        lines.index("train.py:42:9: TL101 [*] `.item()` syncs the GPU every step")
+    assert "trace.json.gz (rank 0): TL202 warning pageable HtoD copies: 1.2 GiB per step" in lines
+    assert lines.index("trace.json.gz (rank 0, step 12): TL202 warning pageable HtoD copies: 1.2 GiB per step") < \
+        lines.index("train.py:42:9: TL101 warning [*] `.item()` syncs the GPU every step")
 
 
 def test_source_finding_lines_and_closing_line(full_result):
     lines = render_text(full_result, color=False).splitlines()
-    assert "train.py:42:9: TL101 [*] `.item()` syncs the GPU every step" in lines
-    assert "nb.ipynb:cell 3:4:3: TL104 print of a device tensor syncs" in lines
+    assert "train.py:42:9: TL101 warning [*] `.item()` syncs the GPU every step" in lines
+    assert "nb.ipynb:cell 3:4:3: TL104 warning print of a device tensor syncs" in lines
     assert lines[-1] == "Found 4 findings (1 fixable with --fix)."
 
 
 def test_no_verdict_line_without_traces():
     text = render_text(RunResult(findings=[source_finding(fix_safe=None)]), color=False)
-    assert text == "train.py:42:9: TL101 `.item()` syncs the GPU every step\n\nFound 1 finding.\n"
+    assert text == "train.py:42:9: TL101 warning `.item()` syncs the GPU every step\n\nFound 1 finding.\n"
 
 
 def test_all_checks_passed():
@@ -82,7 +82,7 @@ def test_multi_rank_blocks_and_summary():
                        "trace.json.gz (rank 2): gpu-bound"]
     # each rank's finding sits in its own block
     assert lines.index("trace.json.gz (rank 1): input-bound") < \
-        lines.index("trace.json.gz (rank 1, step 12): TL202 pageable HtoD copies: 1.2 GiB per step") < \
+        lines.index("trace.json.gz (rank 1, step 12): TL202 warning pageable HtoD copies: 1.2 GiB per step") < \
         lines.index("trace.json.gz (rank 2): gpu-bound")
     assert "3 traces: input-bound ×2, gpu-bound ×1; gpu_busy_pct 40.0% (rank 1) to 99.0% (rank 2)" in lines
 

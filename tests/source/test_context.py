@@ -97,7 +97,7 @@ def test_parents_and_positions_during_traversal():
     ancestors, stack = seen[0]
     assert ancestors[-1] == "Module" and "For" in ancestors
     assert [type(n).__name__ for n in reversed(stack)] == ancestors
-    assert (findings[0].location.line, findings[0].location.column) == (3, 8)
+    assert (findings[0].location.line, findings[0].location.column) == (3, 9)  # 1-based
 
 
 def test_iter_descendants_matches_libcst_traversal_without_layout_nodes():

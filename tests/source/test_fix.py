@@ -34,13 +34,13 @@ def run(path: Path, **options) -> list:
 
 def test_apply_edits_reverse_order_and_multiline():
     text = "ab\ncd\nef"
-    edits = [Edit(1, 1, 1, 1, "X"), Edit(2, 0, 3, 1, "Y"), Edit(3, 2, 3, 2, "!")]
+    edits = [Edit(1, 2, 1, 2, "X"), Edit(2, 1, 3, 2, "Y"), Edit(3, 3, 3, 3, "!")]  # 1-based columns
     assert apply_edits(text, edits) == "aXb\nYf!"
 
 
 def test_apply_edits_rejects_overlaps():
     with pytest.raises(ValueError):
-        apply_edits("abcdef", [Edit(1, 0, 1, 3, "x"), Edit(1, 2, 1, 4, "y")])
+        apply_edits("abcdef", [Edit(1, 1, 1, 4, "x"), Edit(1, 3, 1, 5, "y")])
 
 
 def test_fix_writes_safe_fixes_keeps_mode_and_reports_only_what_remains(tmp_path):
@@ -148,4 +148,4 @@ def test_fix_notebook_cells_keep_json_layout(tmp_path):
 def test_apply_edits_counts_only_python_line_breaks():
     # A form feed is not a line break for Python (or libcst), though str.splitlines splits there.
     text = "a = 1\n\x0cb = 2\r\nc = 3"
-    assert apply_edits(text, [Edit(3, 0, 3, 1, "C")]) == "a = 1\n\x0cb = 2\r\nC = 3"
+    assert apply_edits(text, [Edit(3, 1, 3, 2, "C")]) == "a = 1\n\x0cb = 2\r\nC = 3"

@@ -25,8 +25,8 @@ def scripts() -> Path:
     return SCRIPTS
 
 
-FINDING = Finding("TL202", Severity.WARNING, "DataLoader without pin_memory=True", SourceLocation("train.py", 12, 4),
-                  Fix("Set pin_memory=True", (Edit(12, 4, 12, 9, "True"),), True))
+FINDING = Finding("TL202", Severity.WARNING, "DataLoader without pin_memory=True", SourceLocation("train.py", 12, 5),
+                  Fix("Set pin_memory=True", (Edit(12, 5, 12, 10, "True"),), True))
 
 
 def synthetic() -> Verification:

@@ -131,7 +131,7 @@ def test_a_finding_without_a_variant_is_reported_not_measured_with_its_reason():
     from tracelint.verify import Unmeasured
 
     mask = Finding("TL106", Severity.WARNING, "`x[x > 0]` in the loop ... every step",
-                   SourceLocation("train.py", 30, 10, 30, 18))
+                   SourceLocation("train.py", 30, 11, 30, 19))
     why = "no device-side rewrite for a boolean mask or nonzero(): the result's shape depends on the data"
     v = replace(synthetic(), findings=(*synthetic().findings, mask), unmeasured=(Unmeasured(mask, why),))
     text = report([v])

@@ -10,14 +10,21 @@ from tracelint.engine.severity import Severity
 
 @dataclass(frozen=True, slots=True)
 class SourceLocation:
-    """A span in a source file; lines are 1-based, columns 0-based (as libcst reports them)."""
+    """A span in a source file. Lines and columns are 1-based, as editors, the text report and the JSON report
+    count them (a column counts characters, not bytes); the end column is exclusive. ``column`` is None when only
+    the line is known (the Python stack of a trace event gives no column)."""
 
     path: str
     line: int
-    column: int = 0
+    column: int | None = None
     end_line: int | None = None
     end_column: int | None = None
-    cell: int | None = None  # notebook cell number (1-based) when path is an .ipynb
+    cell: int | None = None  # notebook cell number (1-based) when path is an .ipynb; line counts within the cell
+
+    def __str__(self) -> str:
+        """``train.py:42:9``, ``nb.ipynb:cell 3:4:5``: the position as the text report shows it."""
+        pos = f"{self.line}:{self.column}" if self.column else str(self.line)
+        return f"{self.path}:cell {self.cell}:{pos}" if self.cell is not None else f"{self.path}:{pos}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +45,8 @@ Location = SourceLocation | TraceLocation
 
 @dataclass(frozen=True, slots=True)
 class Edit:
-    """Replace the text between two source positions (1-based lines, 0-based columns)."""
+    """Replace the text between two source positions (1-based lines and columns, like SourceLocation; the end is
+    exclusive)."""
 
     line: int
     column: int
@@ -90,11 +98,18 @@ class Finding:
             text = f"{self.code}\0{self.path}\0{self.message}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
+    def __str__(self) -> str:
+        """The finding as the text report prints it, without color: ``train.py:42:9: TL101 warning [*] message``,
+        then, for a trace finding, its source line and measured details on lines of their own."""
+        from tracelint.render.text import plain_finding  # the one place that formats a finding line
+
+        return plain_finding(self)
+
     def with_severity(self, severity: Severity) -> Finding:
         return replace(self, severity=severity)
 
     def sort_key(self) -> tuple:
         loc = self.location
         if isinstance(loc, SourceLocation):
-            return (loc.path, loc.cell or 0, loc.line, loc.column, self.code)
+            return (loc.path, loc.cell or 0, loc.line, loc.column or 0, self.code)
         return (loc.path, loc.rank or 0, loc.step or 0, loc.start_us or 0.0, self.code)

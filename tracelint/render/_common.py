@@ -92,15 +92,15 @@ def anchor(finding: Finding) -> Anchor:
         return Anchor(report_path(src.path), 1, where=where)
     line = max(src.line, 1)
     if isinstance(finding.location, SourceLocation):
-        if not (is_line(src.column + 1) and is_line(src.end_line or 1) and is_line((src.end_column or 0) + 1)):
+        if not (is_line(src.column) and is_line(src.end_line or 1) and is_line(src.end_column or 1)):
             return Anchor(report_path(src.path), line, where=where)
-        column = src.column + 1
+        column = src.column
         end_line = max(src.end_line or line, line)
-        end_column = src.end_column + 1 if src.end_column is not None else None
+        end_column = src.end_column
         if end_column is not None and end_line == line and end_column < column:
             end_column = column
         return Anchor(report_path(src.path), line, column, end_line, end_column, where)
-    # A trace stack gives a line only; its column 0 is "unknown", not "the first character".
+    # A trace stack gives a line only (its column is None).
     return Anchor(report_path(src.path), line, where=where)
 
 

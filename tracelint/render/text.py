@@ -4,8 +4,9 @@ When traces were analysed, the first line is the verdict with its evidence (what
 that says so); then one block per trace and rank: its metrics in a compact table and its findings; a job (the
 ranks of one folder) ends with its own block: a table with a row per rank (verdict, step time, busy, compute busy,
 communication, overlap, exposed communication, wait for other ranks), its metrics and its findings. Source findings
-follow as ``path:line:col: TL101 [*] message`` (``[*]``: a safe fix exists; columns 1-based; notebooks as
-``nb.ipynb:cell 3:4:5:``), and a last line counts them. Color only when stdout is a terminal and NO_COLOR is unset.
+follow as ``path:line:col: TL101 warning [*] message`` (the severity; ``[*]``: a safe fix exists; columns
+1-based; notebooks as ``nb.ipynb:cell 3:4:5:``), and a last line counts them. Color only when stdout is a
+terminal and NO_COLOR is unset.
 A ``tracelint verify`` result is one block per target instead: the baseline, a table of the measured fixes, and a
 legend of the statuses.
 
@@ -395,29 +396,29 @@ def rank_table(ranks: list[TraceSummary], indent: str = "  ") -> list[str]:
     return [indent + line.rstrip() for line in text.splitlines()]
 
 
+def plain_finding(finding: Finding) -> str:
+    """``str(finding)``: its lines without color, escaped like the report."""
+    return no_commands("\n".join(finding_lines(_escaped_finding(finding), _Paint(False))))
+
+
 def finding_lines(finding: Finding, paint: _Paint) -> list[str]:
-    """``path:line:col: TL101 [*] message`` or ``trace.json.gz (rank 0, step 12): TL202 message``, then the
+    """``path:line:col: TL101 warning [*] message`` or ``trace.json.gz (rank 0, step 12): TL202 info message``, then the
     source line of a trace finding (``  --> train.py:42``) and its measured details (``  = key: value``)."""
     loc = finding.location
     fix = f" {paint('[*]', 'cyan')}" if finding.fix and finding.fix.safe else ""
+    severity = paint(str(finding.severity), paint.BY_SEVERITY[finding.severity])
     if isinstance(loc, SourceLocation):
-        where = paint(f"{loc.path}:{_position(loc)}:", "bold")
-        lines = [f"{where} {paint.code(finding)}{fix} {finding.message}"]
+        where = paint(f"{loc}:", "bold")
     else:
         context = trace_context(loc)
         where = paint(f"{loc.path}{f' ({context})' if context else ''}:", "bold")
-        lines = [f"{where} {paint.code(finding)}{fix} {finding.message}"]
-        if loc.source is not None:
-            lines.append(f"  {paint('-->', 'cyan')} {loc.source.path}:{_position(loc.source, column=False)}")
+    lines = [f"{where} {paint.code(finding)} {severity}{fix} {finding.message}"]
+    if isinstance(loc, TraceLocation) and loc.source is not None:
+        lines.append(f"  {paint('-->', 'cyan')} {replace(loc.source, column=None)}")
     if finding.details:
         facts = ", ".join(f"{k}: {format_metric(k, v)}" for k, v in finding.details)
         lines.append(f"  {paint('=', 'dim')} {facts}")
     return lines
-
-
-def _position(loc: SourceLocation, *, column: bool = True) -> str:
-    pos = f"{loc.line}:{loc.column + 1}" if column else str(loc.line)
-    return f"cell {loc.cell}:{pos}" if loc.cell is not None else pos
 
 
 def count_line(result: RunResult, paint: _Paint) -> str:

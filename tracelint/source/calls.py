@@ -230,7 +230,7 @@ class _Text:
 
     def edit(self, start: int, end: int, text: str) -> Edit:
         line, end_line = bisect_right(self.starts, start), bisect_right(self.starts, end)
-        return Edit(line, start - self.starts[line - 1], end_line, end - self.starts[end_line - 1], text)
+        return Edit(line, start - self.starts[line - 1] + 1, end_line, end - self.starts[end_line - 1] + 1, text)
 
 
 def set_keyword(ctx: FileContext, call: cst.Call, name: str, value_code: str, position: int | None = None) -> Edit:

@@ -264,7 +264,8 @@ class FileContext:
             end_cell, end_line = self.cell_lines[min(rng.end.line, len(self.cell_lines)) - 1]
             if end_cell != cell:
                 end_line = line
-        return SourceLocation(self.path, line, rng.start.column, end_line, rng.end.column, cell=cell)
+        # libcst counts columns from 0; a SourceLocation from 1, as editors and every report do.
+        return SourceLocation(self.path, line, rng.start.column + 1, end_line, rng.end.column + 1, cell=cell)
 
     # -- tree -------------------------------------------------------------------------------------------------
     def _set_parent(self, node: cst.CSTNode, parent: cst.CSTNode) -> None:

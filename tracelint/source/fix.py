@@ -30,7 +30,7 @@ def apply_edits(text: str, edits: Iterable[Edit]) -> str:
     def offset(line: int, column: int) -> int:
         if line > len(starts) - 1:  # a position at the very end of a file without a final newline
             return len(text)
-        return starts[line - 1] + column
+        return starts[line - 1] + column - 1  # columns are 1-based
 
     spans = sorted(((offset(e.line, e.column), offset(e.end_line, e.end_column), e.text) for e in edits), reverse=True)
     previous_start = len(text) + 1

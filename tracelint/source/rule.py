@@ -98,7 +98,8 @@ class SourceRule(Rule):
     def edit(self, node: cst.CSTNode, text: str) -> Edit:
         """An Edit that replaces ``node``'s source text with ``text`` (positions of the code, not the cell)."""
         rng = self.ctx.position(node)
-        return Edit(rng.start.line, rng.start.column, rng.end.line, rng.end.column, text)
+        # libcst counts columns from 0, an Edit from 1
+        return Edit(rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1, text)
 
     def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> Edit:
         """An Edit that replaces ``node`` with the code of ``new`` (a changed copy of it; e.g. from calls.py)."""
@@ -108,7 +109,7 @@ class SourceRule(Rule):
 
     def insert_after(self, node: cst.CSTNode, text: str) -> Edit:
         rng = self.ctx.position(node)
-        return Edit(rng.end.line, rng.end.column, rng.end.line, rng.end.column, text)
+        return Edit(rng.end.line, rng.end.column + 1, rng.end.line, rng.end.column + 1, text)
 
     def finish(self) -> None:
         """Called once after the traversal of the file."""

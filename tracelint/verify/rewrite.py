@@ -186,9 +186,10 @@ class _Builder:
         if finding.code in NO_REWRITE:
             raise NotBuilt(NO_REWRITE[finding.code])
         loc = finding.source
-        if loc is None:
+        if loc is None or loc.column is None:
             raise NotBuilt("the finding has no source position")
-        site = self.src.node_at(loc.line, loc.column, loc.end_line, loc.end_column)
+        site = self.src.node_at(loc.line, loc.column - 1, loc.end_line,  # libcst's columns are 0-based
+                                loc.end_column - 1 if loc.end_column is not None else None)
         if site is None:
             raise NotBuilt("the finding's position does not match the code")
         statement = self._statement(site)
