@@ -22,7 +22,7 @@ from tracelint.engine import (
     load_config_file,
 )
 from tracelint.engine.config import selectors, threshold_items
-from tracelint.engine.result import EXIT_ERROR, RunResult
+from tracelint.engine.result import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, RunResult
 from tracelint.render import formats
 from tracelint.render._escape import log_line, terminal
 
@@ -65,26 +65,50 @@ def output_option(fn):
                         help="Write the report to this file instead of stdout.")(fn)
 
 
-def _common_options(fn):
-    options = [
-        format_option,
-        click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default=None,
-                     help="Lowest severity that makes the exit code 1 (default: warning, or the config's)."),
-        click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings."),
-        click.option("--select", multiple=True, help="Only these codes or code prefixes (repeatable, comma lists)."),
-        click.option("--ignore", multiple=True, help="Skip these codes or code prefixes."),
-        click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-                     help="A pyproject.toml to read [tool.tracelint] from instead of the nearest one."),
-        output_option,
-        click.option("--threshold", "thresholds", multiple=True, metavar="KEY=VALUE",
-                     help="A trace gate threshold, e.g. min-gpu-busy-pct=80 (overrides [tool.tracelint.trace])."),
-        click.option("--fix", is_flag=True, help="Apply safe fixes to source files (atomically)."),
-        click.option("--unsafe-fixes", is_flag=True, help="With --fix, also apply fixes that may change behaviour."),
-        click.argument("paths", nargs=-1, type=click.Path(), required=True),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+def _options(*options):
+    def apply(fn):
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+    return apply
+
+
+# Options of both halves, then each half's own: `check --help` lists no trace threshold, `trace --help` no --fix.
+_SHARED = (
+    format_option,
+    click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default=None,
+                 help="Lowest severity that makes the exit code 1 (default: warning, or the config's)."),
+    click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings."),
+    click.option("--select", multiple=True, help="Only these codes or code prefixes (repeatable, comma lists)."),
+    click.option("--ignore", multiple=True, help="Skip these codes or code prefixes."),
+    click.option("--exclude", multiple=True, metavar="PATTERN",
+                 help="Skip files and folders whose name matches when searching folders (repeatable, comma lists; "
+                      "added to the config's exclude)."),
+    click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+                 help="A pyproject.toml to read [tool.tracelint] from instead of the nearest one."),
+    output_option,
+    click.option("--quiet", "-q", is_flag=True, help="Print the verdict line and the findings only."),
+    click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them."),
+    click.option("--show-source", is_flag=True, help="Show each finding's source line (with carets under its span)."),
+)
+_TRACE = (
+    click.option("--threshold", "thresholds", multiple=True, metavar="KEY=VALUE",
+                 help="A trace gate threshold, e.g. min-gpu-busy-pct=80 (overrides [tool.tracelint.trace])."),
+    click.option("--verbose", "-v", is_flag=True, help="List every metric of every trace and rank."),
+)
+_SOURCE = (
+    click.option("--fix", is_flag=True, help="Apply safe fixes to source files (atomically)."),
+    click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply fixes that may change "
+                                                      "behaviour."),
+    click.option("--diff", "show_diff", is_flag=True,
+                 help="Print what --fix would change as a unified diff and write nothing; exit 1 if it would change "
+                      "anything."),
+    click.option("--stdin-filename", default=None, metavar="PATH",
+                 help="With `-` as the path: the name the code read from stdin goes by (config, messages); "
+                      "with --fix the fixed code goes to stdout and the report to stderr."),
+    click.option("--watch", "-w", is_flag=True, help="Run again whenever a file under the paths changes."),
+)
+_PATHS = click.argument("paths", nargs=-1, type=click.Path(allow_dash=True), required=True)
 
 
 def _split(values: tuple[str, ...], option: str) -> tuple[str, ...]:
@@ -95,14 +119,16 @@ def _split(values: tuple[str, ...], option: str) -> tuple[str, ...]:
         raise click.UsageError(str(exc)) from None
 
 
-def _base_config(config_path: str | None) -> Config:
+def _base_config(config_path: str | None, near: Path | None = None) -> Config:
     if config_path:
         return load_config_file(Path(config_path))
-    return find_config(Path.cwd().resolve())
+    return find_config((near or Path.cwd()).resolve())
 
 
-def _overrides(config: Config, select, ignore, fail_on, thresholds) -> Config:
+def _overrides(config: Config, select, ignore, fail_on, thresholds, exclude=None) -> Config:
     changes: dict = {}
+    if exclude:
+        changes["exclude"] = config.exclude + exclude
     if select:
         changes["select"] = _split(select, "--select")
     if ignore:
@@ -126,40 +152,155 @@ def _overrides(config: Config, select, ignore, fail_on, thresholds) -> Config:
     return config.override(**changes)
 
 
-def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path, output, thresholds, fix,
-         unsafe_fixes) -> None:
-    from tracelint.runner import run_paths
-
+def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path, output, exclude=(), quiet=False,
+         statistics=False, show_source=False, thresholds=(), verbose=False, fix=False, unsafe_fixes=False,
+         show_diff=False, stdin_filename=None, watch=False) -> None:
     try:
-        base = _base_config(config_path)
+        base = _base_config(config_path if config_path or not stdin_filename else None,
+                            near=Path(stdin_filename).parent if stdin_filename else None)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    overrides = dict(select=select, ignore=ignore, fail_on=fail_on, thresholds=thresholds)
-    explicit = config_path is not None
-    try:
-        result = run_paths(
-            [Path(p) for p in paths], mode=mode, fix=fix, unsafe_fixes=unsafe_fixes,
-            configure=lambda cfg: _overrides(base if explicit or cfg is None else cfg, **overrides),
-            progress=progress_enabled(),
-        )
-    except ConfigError as exc:  # a pyproject.toml found next to one of the files
-        raise click.UsageError(str(exc)) from None
-    emit(result, fmt, output)
+    overrides = dict(select=select, ignore=ignore, fail_on=fail_on, thresholds=thresholds,
+                     exclude=_split_plain(exclude))
+    explicit = config_path is not None or "-" in paths
+    view = dict(verbose=verbose, quiet=quiet, statistics=statistics, show_source=show_source)
     config = _overrides(base, **overrides)
+    if "-" in paths:
+        if len(paths) > 1 or watch:
+            raise click.UsageError("`-` (read from stdin) must be the only path, without --watch")
+    elif stdin_filename:
+        raise click.UsageError("--stdin-filename names the code read from stdin: give `-` as the path")
+    fixing = "diff" if show_diff else fix
+
+    def once() -> RunResult:
+        configure = lambda cfg: _overrides(base if explicit or cfg is None else cfg, **overrides)  # noqa: E731
+        try:
+            if "-" in paths:
+                return _stdin_run(mode, stdin_filename or "stdin.py", fixing, unsafe_fixes, configure, config, fmt,
+                                  output, view)
+            from tracelint.runner import run_paths
+
+            return run_paths([Path(p) for p in paths], mode=mode, fix=fixing, unsafe_fixes=unsafe_fixes,
+                             configure=configure, progress=progress_enabled() and not watch)
+        except ConfigError as exc:  # a pyproject.toml found next to one of the files
+            raise click.UsageError(str(exc)) from None
+
+    if watch:
+        _watch(once, paths, config, lambda result: _report(result, fmt, output, view, show_diff))
+    result = once()
+    if "-" not in paths:
+        _report(result, fmt, output, view, show_diff)
+    if show_diff:
+        sys.exit(result.exit_code() if result.errors else EXIT_FINDINGS if result.diffs_of_fixes else EXIT_CLEAN)
     sys.exit(result.exit_code(config.fail_on, exit_zero))
 
 
-def emit(result: RunResult, fmt: str, output: str | None) -> None:
+def _report(result: RunResult, fmt: str, output: str | None, view: dict, show_diff: bool) -> None:
+    """The report, or under --diff the diffs of the fixes on stdout and their count on stderr."""
+    if not show_diff:
+        emit(result, fmt, output, **view)
+        return
+    from tracelint.render._escape import no_commands
+
+    for diff in result.diffs_of_fixes:
+        click.echo(no_commands(diff), nl=False)
+    for error in result.errors:
+        say(f"error: {error}")
+    n = result.resolved
+    say(f"Would fix {n} finding{'s' if n != 1 else ''}" + (f" ({result.exposed} more exposed by the fixes)."
+                                                             if result.exposed else ".")
+        if result.diffs_of_fixes else "No fixes to apply.")
+
+
+def _split_plain(values: tuple[str, ...]) -> tuple[str, ...] | None:
+    """Comma lists of patterns; None when none were given."""
+    items = tuple(p.strip() for v in values for p in v.split(",") if p.strip())
+    return items or None
+
+
+def _stdin_run(mode, name, fix, unsafe_fixes, configure, config, fmt, output, view) -> RunResult:
+    """``tracelint check - --stdin-filename src/train.py``: the code from stdin, linted (with ``--fix``: fixed) as
+    that file would be, in a private temporary folder (nothing is written beside the user's files); with --fix the
+    fixed code goes to stdout and the report to stderr, as ruff does."""
+    import tempfile
+    from dataclasses import replace
+
+    from tracelint.runner import run_paths
+
+    data = sys.stdin.buffer.read()
+    with tempfile.TemporaryDirectory(prefix="tracelint-stdin-") as folder:
+        path = Path(folder) / (Path(name).name or "stdin.py")
+        path.write_bytes(data)
+        result = run_paths([path], mode=mode, fix=fix, unsafe_fixes=unsafe_fixes, configure=configure)
+        fixed = path.read_bytes() if fix is True else None
+    shown = str(path)
+
+    def renamed(item):
+        loc = item.location
+        loc = replace(loc, path=name) if loc.path == shown else loc
+        return replace(item, location=loc)
+
+    result.findings = [renamed(f) for f in result.findings if not config.ignored_for(name, f.code)]
+    result.errors = [replace(e, path=name, message=e.message.replace(shown, name)) if e.path == shown else e
+                     for e in result.errors]
+    result.diffs_of_fixes = [d.replace(shown, name) for d in result.diffs_of_fixes]
+    if fixed is not None:
+        sys.stdout.buffer.write(fixed)
+        sys.stdout.flush()
+        from tracelint.render import render
+
+        click.echo(render(result, fmt, **view), err=True, nl=False)
+        for error in result.errors:
+            say(f"error: {error}")
+    elif fix == "diff":
+        pass  # the caller prints the diff
+    else:
+        emit(result, fmt, output, **view)
+    return result
+
+
+def _watch(once, paths, config: Config, show) -> None:
+    """--watch: run, show, and run again when a Python file, notebook or trace under ``paths`` changes (polled twice
+    a second: no extra dependency, and it works on network file systems); Ctrl-C ends it."""
+    import time
+
+    def snapshot() -> dict:
+        seen = {}
+        for root in map(Path, paths):
+            files = [root] if root.is_file() else []
+            if root.is_dir():
+                for folder, dirs, names in os.walk(root):
+                    dirs[:] = [d for d in dirs if not config.excluded(Path(folder) / d)]
+                    files.extend(Path(folder) / n for n in names if n.endswith((".py", ".ipynb", ".json", ".gz")))
+            for file in files:
+                try:
+                    st = file.stat()
+                except OSError:
+                    continue
+                seen[str(file)] = (st.st_mtime_ns, st.st_size)
+        return seen
+
+    while True:
+        before = snapshot()
+        if sys.stdout.isatty():
+            click.clear()
+        show(once())
+        say(f"tracelint: watching {len(before)} files for changes (Ctrl-C to stop)")
+        while snapshot() == before:
+            time.sleep(0.5)
+
+
+def emit(result: RunResult, fmt: str, output: str | None, **view) -> None:
     """The report of ``result`` in format ``fmt`` to the file ``output`` or to stdout, then its unreadable inputs on
-    stderr: stdout carries results only."""
+    stderr: stdout carries results only. ``view``: tracelint.render.render's options of what the report shows."""
     from tracelint.render import render
 
-    text = render(result, fmt)
+    text = render(result, fmt, **view)
     if output:
         Path(output).write_text(text, encoding="utf-8")
     elif text:
         click.echo(text, nl=not text.endswith("\n"))
-    for skipped in result.skipped:
+    for skipped in () if view.get("quiet") else result.skipped:
         say(f"note: skipped {skipped}")
     for error in result.errors:
         say(f"error: {error}")
@@ -188,22 +329,35 @@ def cli() -> None:
     """
 
 
-@cli.command("auto", hidden=True)
-@_common_options
+class _BareContext(click.Context):
+    """``tracelint PATH`` runs the hidden ``auto`` command: its usage and errors name ``tracelint``, the command the
+    user typed."""
+
+    @property
+    def command_path(self) -> str:
+        return self.parent.command_path if self.parent is not None else "tracelint"
+
+
+class _BareCommand(click.Command):
+    context_class = _BareContext
+
+
+@cli.command("auto", hidden=True, cls=_BareCommand)
+@_options(*_SHARED, *_SOURCE, *_TRACE, _PATHS)
 def auto_cmd(**kwargs) -> None:
     """Lint Python files and notebooks, analyze traces: each path by its type."""
     _run("auto", **kwargs)
 
 
 @cli.command("check")
-@_common_options
+@_options(*_SHARED, *_SOURCE, _PATHS)
 def check_cmd(**kwargs) -> None:
-    """Lint Python files, notebooks and directories."""
+    """Lint Python files, notebooks and directories (`-` reads the code from stdin)."""
     _run("source", **kwargs)
 
 
 @cli.command("trace")
-@_common_options
+@_options(*_SHARED, *_TRACE, _PATHS)
 def trace_cmd(**kwargs) -> None:
     """Analyze torch.profiler traces (.json, .json.gz, or a directory of rank traces)."""
     _run("trace", **kwargs)
@@ -212,10 +366,16 @@ def trace_cmd(**kwargs) -> None:
 @cli.command("rule")
 @click.argument("code")
 def rule_cmd(code: str) -> None:
-    """Print the documentation of one rule."""
-    doc = catalog().get(code.upper())
+    """Print the documentation of one rule, by code (TL101) or name (item-in-loop)."""
+    rules = catalog()
+    doc = rules.get(code.upper()) or next((d for d in rules.values() if d.name == code.lower().replace("_", "-")),
+                                          None)
     if doc is None:
-        raise click.UsageError(f"unknown rule {code!r}; `tracelint rules` lists them")
+        import difflib
+
+        close = difflib.get_close_matches(code.lower(), [d.name for d in rules.values()], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise click.UsageError(f"unknown rule {code!r}{hint} `tracelint rules` lists them")
     click.echo(doc.text.rstrip())
 
 
@@ -331,6 +491,9 @@ def _main(argv: list[str] | None) -> None:
 def _show(exc: click.ClickException) -> None:
     """click's report of a usage error (usage, hint, ``Error: message``), its message escaped as one line (it may
     quote a config file or an argument) and each line through ``say``."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):  # `tracelint` alone: our own help text, as it is
+        click.echo(exc.ctx.get_help(), err=True)
+        return
     exc.message = terminal(exc.message)
     buffer = io.StringIO()
     exc.show(file=buffer)

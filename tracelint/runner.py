@@ -15,7 +15,7 @@ def run_paths(
     paths: Iterable[Path],
     *,
     mode: str = "auto",
-    fix: bool = False,
+    fix: bool | str = False,
     unsafe_fixes: bool = False,
     configure: Callable[[Config | None], Config] = lambda c: c or Config(),
     progress: bool = False,
@@ -90,3 +90,7 @@ def _collect(result: RunResult, item) -> None:
     elif isinstance(item, FileChecked):
         result.files_checked += 1
         result.fixed += item.fixed
+        result.resolved += item.resolved
+        result.exposed += item.exposed
+        if item.diff:
+            result.diffs_of_fixes.append(item.diff)

@@ -23,7 +23,7 @@ def test_verdict_without_evidence_stands_alone():
 
 
 def test_trace_block_shows_metrics_important_first(full_result):
-    text = render_text(full_result, color=False)
+    text = render_text(full_result, color=False, verbose=True)
     block = text.split("\n\n")[1].splitlines()
     assert block[0] == "trace.json.gz (rank 0): input-bound"
     assert block[1].split()[:2] == ["gpu_busy_pct", "18.6%"]
@@ -66,7 +66,7 @@ def test_errors_without_findings_do_not_claim_success():
 
 
 def test_fixed_and_unsafe_fix_counts():
-    result = RunResult(findings=[source_finding(fix_safe=False)], fixed=2)
+    result = RunResult(findings=[source_finding(fix_safe=False)], fixed=2, resolved=2)
     assert render_text(result, color=False).splitlines()[-1] == (
         "Found 3 findings (2 fixed, 1 remaining). (1 hidden fix can be enabled with --unsafe-fixes.)")
 
@@ -169,7 +169,7 @@ def test_rank_summary_of_a_job_directory_gives_the_headline():
     ranks = [summary(r, path=f"job/rank{r}.json.gz", evidence=f"input-bound: rank {r} waits") for r in range(2)]
     overall = TraceSummary("job", "input-bound", "input-bound: slowest of 2 ranks is rank 1 (40 ms per step)",
                            {"ranks": 2, "slowest_rank": 1, "verdicts": {0: "input-bound", 1: "input-bound"}})
-    lines = render_text(RunResult(traces=[*ranks, overall]), color=False).splitlines()
+    lines = render_text(RunResult(traces=[*ranks, overall]), color=False, verbose=True).splitlines()
     assert lines[0] == "input-bound: slowest of 2 ranks is rank 1 (40 ms per step)"  # the verdict word once
     assert "job/rank0.json.gz (rank 0): input-bound" in lines and "job/rank1.json.gz (rank 1): input-bound" in lines
     assert "  rank 1 waits" in lines

@@ -291,6 +291,32 @@ STEP_MS = _declare(
     "The longer of step_cpu_us_mean and step_gpu_span_us_mean, in ms: a GPU-bound run's host runs ahead of the "
     "GPU, an input-bound run's GPU finishes early.", gate="max-step-ms")
 
+# --- what explains each verdict: the compact text report's metrics ----------------------------------------------
+# Every verdict shows the step and how busy the GPU is; then the metrics its decision rule reads
+# (tracelint.trace.verdict) and the ones that say what to change. The text report lists these by default and every
+# metric under --verbose; the JSON report always carries all of them.
+_HEADLINE = (DEVICE_NAME, STEPS, STEP_CPU_US_MEAN, STEP_GPU_SPAN_US_MEAN, GPU_BUSY_PCT)
+_HOST_IDLE = tuple(IDLE_PCT[c] for c in IDLE_CAUSES)
+EXPLAINS: dict[str, tuple[Metric, ...]] = {
+    "input-bound": (*_HEADLINE, *_HOST_IDLE, _REGISTRY["breakdown_data_pct"], H2D_PAGEABLE_BYTES,
+                    H2D_PCT_OF_GPU_BUSY),
+    "cpu-bound": (*_HEADLINE, *_HOST_IDLE, HOST_SYNCS_PER_STEP, KERNELS_PER_STEP, MEAN_KERNEL_US, LAUNCH_DELAY_US,
+                  PROFILER_INFLATION),
+    "gpu-bound": (*_HEADLINE, MATMUL_TENSOR_CORE_PCT, FP32_MATMUL_OFF_TC_PCT, TENSOR_CORE_PCT, ATTENTION_PCT,
+                  MEMORY_BOUND_KERNEL_PCT, H2D_PCT_OF_GPU_BUSY, EXPOSED_COMM_PCT, PEAK_MEMORY_PCT),
+    "comm-bound": (*_HEADLINE, COMPUTE_BUSY_PCT, COMM_TIME_US, COMM_OVERLAP_PCT, EXPOSED_COMM_PCT, COMM_WAIT_US),
+    "unknown": (DEVICE_NAME, GPU_EVENTS, HAS_STEPS, STEPS, GPU_WINDOW_US),
+}
+# A job's summary: how far its ranks spread and who holds the others up.
+EXPLAINS_JOB = (RANKS, WORLD_SIZE, STEP_SPREAD_PCT, SLOWEST_RANK, STRAGGLER_RANK, STRAGGLER_WAIT_US, COMM_WAIT_US_MAX,
+                COLLECTIVES_UNMATCHED)
+
+
+def explaining(verdict: str, *, job: bool = False) -> tuple[Metric, ...]:
+    """The metrics that explain ``verdict`` (a job summary's: the spread over its ranks)."""
+    return EXPLAINS_JOB if job else EXPLAINS.get(verdict, EXPLAINS["unknown"])
+
+
 def registry() -> dict[str, Metric]:
     """Every declared metric by name, in report order."""
     return dict(_REGISTRY)

@@ -26,7 +26,10 @@ class FileChecked:
     """Emitted by the source half once per file it read, with the number of fixes it wrote to it."""
 
     path: str
-    fixed: int = 0
+    fixed: int = 0  # fixes applied (a fix may expose a finding the next pass fixes too)
+    resolved: int = 0  # findings of the file as read that the fixes made go away
+    exposed: int = 0  # findings the fixes brought up that the file as read did not have
+    diff: str | None = None  # under --diff: what the fixes would change, as a unified diff (nothing is written)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,9 @@ class RunResult:
     errors: list[InputError] = field(default_factory=list)
     files_checked: int = 0
     fixed: int = 0
+    resolved: int = 0  # FileChecked.resolved and .exposed, summed: what --fix did to the findings a plain run reports
+    exposed: int = 0
+    diffs_of_fixes: list[str] = field(default_factory=list)  # --diff: one unified diff per file the fixes change
     # Files a folder search passed over and why (tracelint.trace.files.Skipped): notes, not errors.
     skipped: list = field(default_factory=list)
     # `tracelint verify`: one plain record per target (script or catalog pair), the JSON report's `verify` entries;

@@ -6,6 +6,7 @@ imports ``tracelint.render.sarif``. Adding a format means adding a module, nothi
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from functools import lru_cache
 
@@ -18,8 +19,12 @@ def formats() -> tuple[str, ...]:
     return tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")))
 
 
-def render(result: RunResult, fmt: str) -> str:
-    """The report of one run in the named format (text, json, sarif, github, gitlab)."""
+def render(result: RunResult, fmt: str, **view) -> str:
+    """The report of one run in the named format (text, json, sarif, github, gitlab, ...). ``view``: options of
+    what the report shows (``verbose``, ``quiet``, ``statistics``, ``show_source``); a format takes those its
+    ``render`` names as keywords and has no use for the others."""
     if fmt not in formats():
         raise ValueError(f"unknown output format {fmt!r} (expected one of {', '.join(formats())})")
-    return importlib.import_module(f"{__name__}.{fmt}").render(result)
+    function = importlib.import_module(f"{__name__}.{fmt}").render
+    taken = inspect.signature(function).parameters
+    return function(result, **{k: v for k, v in view.items() if k in taken})

@@ -22,7 +22,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -193,12 +193,29 @@ class _Paint:
 
 # --- the report ------------------------------------------------------------------------------------------------
 
-def render(result: RunResult, *, color: bool | None = None) -> str:
+@dataclass(frozen=True, slots=True)
+class View:
+    """How much the report shows (the CLI's options).
+
+    ``verbose``: every metric of every trace and rank (by default a trace shows the metrics that explain its
+    verdict, tracelint.engine.metrics.EXPLAINS, and a rank of a job only its line of the rank table and its
+    findings); ``quiet``: the verdict line and the findings, nothing else; ``statistics``: a count per rule instead
+    of the findings; ``show_source``: each finding's source line, with carets under a source finding's span."""
+
+    verbose: bool = False
+    quiet: bool = False
+    statistics: bool = False
+    show_source: bool = False
+
+
+def render(result: RunResult, *, color: bool | None = None, verbose: bool = False, quiet: bool = False,
+           statistics: bool = False, show_source: bool = False) -> str:
     if result.verifications:
         # A failed run's stderr keeps its lines (each is indented under the run); all else is escaped.
         targets = map_strings(result.verifications, lambda text: terminal(text, keep="\n"))
         return no_commands("\n\n".join(verify_block(target) for target in targets) + "\n")
-    return no_commands(_report(_escaped(result), _Paint(color_wanted() if color is None else color)))
+    view = View(verbose, quiet, statistics, show_source)
+    return no_commands(_report(_escaped(result), _Paint(color_wanted() if color is None else color), view))
 
 
 def _escaped(result: RunResult) -> RunResult:
@@ -221,8 +238,10 @@ def _escaped_finding(finding: Finding) -> Finding:
                    details=map_strings(finding.details, terminal))
 
 
-def _report(result: RunResult, paint: _Paint) -> str:
+def _report(result: RunResult, paint: _Paint, view: View = View()) -> str:
     """The report of a result whose text is already escaped."""
+    if view.statistics:
+        return "\n".join([*statistics_lines(result.findings), "", count_line(result, paint)]) + "\n"
     lines: list[str] = []
     placed: set[int] = set()
     # The analyzer adds one summary over the ranks of a job directory: it gives the headline, its ranks the blocks.
@@ -230,10 +249,13 @@ def _report(result: RunResult, paint: _Paint) -> str:
     ranks = [s for s in result.traces if not any(s is o for o in overall)]
     if result.traces:
         lines.append(headline(overall or ranks, paint))
+    if result.traces and not view.quiet:
         blocks = _findings_by_trace(result.findings, ranks)
+        in_job = {id(s) for o in overall for s in ranks if Path(o.path) in Path(s.path).parents}
         for i, summary in enumerate(ranks):
             lines.append("")
-            lines.extend(_trace_block(summary, blocks.get(i, []), paint, with_evidence=len(result.traces) > 1))
+            lines.extend(_trace_block(summary, blocks.get(i, []), paint, view, with_evidence=len(result.traces) > 1,
+                                      in_job=id(summary) in in_job))
             placed.update(id(f) for f in blocks.get(i, []))
         for summary in overall:
             mine = [f for f in result.findings if id(f) not in placed and isinstance(f.location, TraceLocation)
@@ -241,19 +263,52 @@ def _report(result: RunResult, paint: _Paint) -> str:
             placed.update(id(f) for f in mine)
             members = [s for s in ranks if Path(summary.path) in Path(s.path).parents]
             lines.append("")
-            lines.extend(_trace_block(summary, mine, paint, with_evidence=len(overall) > 1, ranks=members))
+            lines.extend(_trace_block(summary, mine, paint, view, with_evidence=len(overall) > 1, ranks=members))
         if not overall and len(ranks) > 1:
             lines.extend(["", spread_line(ranks)])
+        if not view.verbose and any(_hidden_metrics(s, view) for s in result.traces):
+            lines.extend(["", paint("(the metrics that explain each verdict; --verbose shows them all)", "dim")])
     rest = [f for f in result.findings if id(f) not in placed]
     if rest:
-        lines.append("")
+        if not view.quiet:
+            lines.append("")
         for finding in rest:
-            lines.extend(finding_lines(finding, paint))
-    lines.append("")
-    lines.append(count_line(result, paint))
-    if lines[0] == "":
+            lines.extend(finding_lines(finding, paint, view))
+    if not view.quiet:
+        lines.append("")
+        lines.append(count_line(result, paint))
+    while lines and lines[0] == "":
         lines.pop(0)
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def statistics_lines(findings: list[Finding]) -> list[str]:
+    """--statistics: a row per rule, most frequent first: count, code, name, ``[*]`` when a safe fix exists."""
+    from tabulate import tabulate
+
+    from tracelint.engine.catalog import rule_name
+
+    counts = Counter(f.code for f in findings)
+    fixable = {f.code for f in findings if f.fix and f.fix.safe}
+    rows = [(n, code, rule_name(code) or "", "[*]" if code in fixable else "")
+            for code, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+    if not rows:
+        return []
+    text = tabulate(rows, tablefmt="plain", colalign=("right", "left", "left", "left"), disable_numparse=True)
+    return [line.rstrip() for line in text.splitlines()]
+
+
+def _shown_metrics(summary: TraceSummary, view: View) -> dict:
+    """The metrics a trace block lists: all under --verbose, else those that explain its verdict."""
+    if view.verbose:
+        return summary.metrics
+    job = summary.profiler is None and M.RANKS.of(summary.metrics) is not None
+    keep = {m.name for m in M.explaining(summary.verdict, job=job)}
+    return {k: v for k, v in summary.metrics.items() if k in keep}
+
+
+def _hidden_metrics(summary: TraceSummary, view: View) -> bool:
+    return len(_shown_metrics(summary, view)) < len(summary.metrics)
 
 
 def headline(traces: list[TraceSummary], paint: _Paint) -> str:
@@ -331,23 +386,24 @@ def _findings_by_trace(findings: Iterable[Finding], traces: list[TraceSummary]) 
     return out
 
 
-def _trace_block(summary: TraceSummary, findings: list[Finding], paint: _Paint, *,
-                 with_evidence: bool, ranks: list[TraceSummary] = ()) -> list[str]:
+def _trace_block(summary: TraceSummary, findings: list[Finding], paint: _Paint, view: View, *,
+                 with_evidence: bool, ranks: list[TraceSummary] = (), in_job: bool = False) -> list[str]:
     title = f"{summary.path} (rank {summary.rank})" if summary.rank is not None else summary.path
     lines = [f"{paint(title, 'bold')}: {paint(summary.verdict, 'bold')}"]
     if with_evidence and _evidence(summary):
         lines.append(f"  {_evidence(summary)}")
-    if summary.profiler:
+    if summary.profiler and (view.verbose or not in_job):
         lines.append(f"  {paint('recorded', 'dim')}: {profiler_line(summary.profiler)}")
     if ranks:
         lines.extend(rank_table(ranks))
         lines.append("")
-    lines.extend(metrics_table(summary.metrics))
+    if view.verbose or not in_job:  # a rank of a job: its row of the job's rank table says it
+        lines.extend(metrics_table(_shown_metrics(summary, view)))
     lines.extend(f"  {paint('note', 'dim')}: {w}" for w in summary.warnings)
     if findings:
         lines.append("")
         for finding in findings:
-            lines.extend(finding_lines(finding, paint))
+            lines.extend(finding_lines(finding, paint, view))
     return lines
 
 
@@ -401,7 +457,7 @@ def plain_finding(finding: Finding) -> str:
     return no_commands("\n".join(finding_lines(_escaped_finding(finding), _Paint(False))))
 
 
-def finding_lines(finding: Finding, paint: _Paint) -> list[str]:
+def finding_lines(finding: Finding, paint: _Paint, view: View = View()) -> list[str]:
     """``path:line:col: TL101 warning [*] message`` or ``trace.json.gz (rank 0, step 12): TL202 info message``, then the
     source line of a trace finding (``  --> train.py:42``) and its measured details (``  = key: value``)."""
     loc = finding.location
@@ -415,10 +471,49 @@ def finding_lines(finding: Finding, paint: _Paint) -> list[str]:
     lines = [f"{where} {paint.code(finding)} {severity}{fix} {finding.message}"]
     if isinstance(loc, TraceLocation) and loc.source is not None:
         lines.append(f"  {paint('-->', 'cyan')} {replace(loc.source, column=None)}")
+    if view.show_source and finding.source is not None:
+        lines.extend(source_lines(finding.source, paint))
     if finding.details:
         facts = ", ".join(f"{k}: {format_metric(k, v)}" for k, v in finding.details)
         lines.append(f"  {paint('=', 'dim')} {facts}")
     return lines
+
+
+def source_lines(loc: SourceLocation, paint: _Paint) -> list[str]:
+    """--show-source: the line a finding points at, numbered, with carets under its span (a source finding's) or
+    none (a trace stack's line); nothing when the file cannot be read there."""
+    text = _source_line(loc.path, loc.line, loc.cell)
+    if text is None:
+        return []
+    number = str(loc.line)
+    gutter = " " * len(number)
+    shown = terminal(text.expandtabs(1))
+    lines = [f"  {gutter} {paint('|', 'cyan')}", f"  {number} {paint('|', 'cyan')} {shown}"]
+    if loc.column:
+        end = loc.end_column if loc.end_line in (None, loc.line) and loc.end_column else len(text) + 1
+        width = max(1, min(end, len(text) + 1) - loc.column)
+        lines.append(f"  {gutter} {paint('|', 'cyan')} {' ' * (loc.column - 1)}{paint('^' * width, 'red')}")
+    return lines
+
+
+def _source_line(path: str, line: int, cell: int | None) -> str | None:
+    """Line ``line`` of a file (of a notebook's cell ``cell``, counting all cells from 1), or None."""
+    try:
+        if cell is not None:
+            import orjson
+
+            source = orjson.loads(Path(path).read_bytes())["cells"][cell - 1]["source"]
+            text = "".join(source) if isinstance(source, list) else str(source)
+        else:
+            with open(path, encoding="utf-8", errors="replace") as file:
+                for number, text in enumerate(file, start=1):
+                    if number == line:
+                        return text.rstrip("\r\n")
+            return None
+        lines = text.splitlines()
+        return lines[line - 1] if 0 < line <= len(lines) else None
+    except (OSError, ValueError, LookupError, TypeError):
+        return None
 
 
 def count_line(result: RunResult, paint: _Paint) -> str:
@@ -427,8 +522,11 @@ def count_line(result: RunResult, paint: _Paint) -> str:
     fixable = sum(1 for f in result.findings if f.fix and f.fix.safe)
     hidden = sum(1 for f in result.findings if f.fix and not f.fix.safe)
     if result.fixed:
-        total = n + result.fixed
-        text = f"Found {_plural(total, 'finding')} ({result.fixed} fixed, {n} remaining)."
+        # The count a plain run gives: what is left of it, and apart from it what the fixes exposed.
+        found = n - result.exposed + result.resolved
+        text = f"Found {_plural(found, 'finding')} ({result.resolved} fixed, {found - result.resolved} remaining)."
+        if result.exposed:
+            text += f" The fixes exposed {result.exposed} more, shown above."
     elif n:
         text = f"Found {_plural(n, 'finding')}" + (f" ({fixable} fixable with --fix)." if fixable else ".")
     elif result.errors:
@@ -567,3 +665,4 @@ def _short(text: str, width: int = VERIFY_FIX_WIDTH) -> str:
 
 def _indented(text: str | None) -> list[str]:
     return [f"  | {line}" for line in text.splitlines()] if text else []
+

@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Literal
 
 from tracelint.engine import Config, FileChecked, Finding, InputError, find_config
 
@@ -84,7 +85,7 @@ def lint_paths(
     paths: Iterable[Path | str],
     *,
     config_for: Callable[[Path], Config] | None = None,
-    fix: bool = False,
+    fix: bool | Literal["diff"] = False,
     unsafe_fixes: bool = False,
     progress: bool = False,
 ) -> Iterator[Finding | InputError | FileChecked]:

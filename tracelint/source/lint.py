@@ -23,6 +23,7 @@ import pickle
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -186,16 +187,18 @@ class _Outcome:
     fixed: int = 0
     write: bytes | None = None
     before: list[Finding] = field(default_factory=list)
+    resolved: int = 0
+    exposed: int = 0
     calls: RunCalls | None = None
 
 
-def lint_file(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: bool = False,
+def lint_file(path: Path, config: Config, *, fix: bool | str = False, unsafe_fixes: bool = False,
               display: str | None = None) -> list[Finding | InputError | FileChecked]:
     """All results for one file; never raises for bad input (an InputError instead)."""
     return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe_fixes, display=display)[0]
 
 
-def lint_in_run(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: bool = False,
+def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_fixes: bool = False,
                 display: str | None = None, run: _Run | None = None,
                 ) -> tuple[list[Finding | InputError | FileChecked], RunCalls | None]:
     """``lint_file``, as one file of a run of several (``run``: see ``_check``): the results, and what the file
@@ -245,7 +248,10 @@ def lint_in_run(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: 
         return [InputError(display, message), FileChecked(display)], None
     except _Crashed as exc:
         return [InputError(display, f"{exc}: not analysed"), FileChecked(display)], None
-    if outcome.write is not None:
+    done = FileChecked(display, fixed=outcome.fixed, resolved=outcome.resolved, exposed=outcome.exposed)
+    if outcome.write is not None and fix == "diff":
+        done = replace(done, diff=_unified_diff(doc.path, outcome.write, display))
+    elif outcome.write is not None:
         try:
             write_atomic(doc.path, outcome.write, doc)
         except NotWritten as exc:
@@ -256,7 +262,17 @@ def lint_in_run(path: Path, config: Config, *, fix: bool = False, unsafe_fixes: 
     calls = outcome.calls
     if calls is not None and look.sites is not None and not look.sites & SYNC_KINDS:
         calls = replace(calls, sync_sites=False)
-    return [*outcome.findings, *outcome.errors, FileChecked(display, fixed=outcome.fixed)], calls
+    return [*outcome.findings, *outcome.errors, done], calls
+
+
+def _unified_diff(path: Path, fixed: bytes, display: str) -> str:
+    """--diff: what the fixes change in the file, as ``diff -u`` shows it (a notebook's JSON as it would be written)."""
+    import difflib
+
+    before = path.read_bytes().decode("utf-8", "replace").splitlines(keepends=True)
+    after = fixed.decode("utf-8", "replace").splitlines(keepends=True)
+    lines = difflib.unified_diff(before, after, f"a/{display}", f"b/{display}")
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
 def _analyse(doc, display: str, rules, config: Config, found, fix: bool, unsafe: bool,
@@ -321,12 +337,16 @@ def _fix(doc, display, rules, config, findings, unsafe) -> _Outcome:
         fixed += len(fixes)
     if not fixed or doc.text == original.text:
         return _Outcome(findings, errors, fixed, None, original_findings)
+    # A plain run reports original_findings: say how many of them the fixes made go away, and how many findings
+    # they exposed (the same finding keeps its fingerprint when lines move).
+    before, after = Counter(f.fingerprint() for f in original_findings), Counter(f.fingerprint() for f in findings)
     try:
         data = doc.to_bytes()
     except (UnicodeEncodeError, ValueError, RecursionError) as exc:
         error = InputError(display, f"cannot write the fixed file: {_one_line(exc)}")
         return _Outcome(original_findings, [error], 0, None, original_findings)
-    return _Outcome(findings, errors, fixed, data, original_findings)
+    return _Outcome(findings, errors, fixed, data, original_findings, resolved=(before - after).total(),
+                    exposed=(after - before).total())
 
 
 # -- the per-file time limit ------------------------------------------------------------------------------------
