@@ -33,7 +33,7 @@ class _DispatchGroup(click.Group):
     """``tracelint PATH...`` with no command name runs ``tracelint auto PATH...`` (lint or analyze by type)."""
 
     # Commands whose module is imported only when they run, to keep the lint path's start-up short.
-    lazy = {"verify": ("tracelint.verify.cli", "verify_cmd")}
+    lazy = {"verify": ("tracelint.verify.cli", "verify_cmd"), "diff": ("tracelint.diff.cli", "diff_cmd")}
 
     def parse_args(self, ctx, args):
         known = (*self.commands, *self.lazy, "--help", "-h", "--version")

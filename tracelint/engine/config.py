@@ -18,6 +18,10 @@ traces take the one found from the working directory. Keys::
     max-h2d-pct-of-gpu-busy = 10
     min-matmul-tensor-core-pct = 50
 
+    [tool.tracelint.diff]              # the gate of `tracelint diff BASE NEW` (tracelint.diff.compare)
+    max-regression-pct = 5             # fail when NEW's step is this much slower than BASE's (and beyond the noise)
+    max-syncs-per-step = 0             # TL010 gate keys: fail when NEW crosses one that BASE met
+
 Codes and code prefixes are case-insensitive. A selector that matches no rule and a threshold key that is not
 declared are errors (ConfigError, exit 2 on the command line) naming the closest valid one: a CI gate that passes
 because of a typo is worse than none. So is every value of the wrong type or shape, naming the file and the key.
@@ -54,6 +58,8 @@ class ConfigError(Exception):
 # common_methods_invocations.py and sympy's 40 kB generated sums, take 10 to 16 s to parse on a slow shared machine;
 # a training script takes well under a second.
 DEFAULT_FILE_TIME_LIMIT_S = 20.0
+# `tracelint diff`: how much slower NEW's step may be than BASE's, in percent, before the gate fails.
+DEFAULT_MAX_REGRESSION_PCT = 5.0
 
 
 def _upper(codes: tuple[str, ...]) -> tuple[str, ...]:
@@ -71,6 +77,8 @@ class Config:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     trace_thresholds: tuple[tuple[str, float], ...] = ()
     file_time_limit: float = DEFAULT_FILE_TIME_LIMIT_S  # seconds one source file may take
+    diff_max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT  # [tool.tracelint.diff]
+    diff_thresholds: tuple[tuple[str, float], ...] = ()  # TL010 gate keys the diff checks NEW against
 
     def __post_init__(self) -> None:
         # Codes are case-insensitive however the Config was made (pyproject, command line or code).
@@ -218,8 +226,33 @@ def threshold_items(items, where: str) -> tuple[tuple[str, float], ...]:
     return tuple(out)
 
 
+def diff_gate_items(items, where: str) -> tuple[tuple[str, float], ...]:
+    """(key, value) pairs of TL010 gate keys (``max-syncs-per-step``, ``min-gpu-busy-pct``, ...: the metrics that
+    name a ``gate`` in tracelint.engine.metrics), for the diff's gate; ConfigError naming ``where`` for another key
+    or a value that is not a finite number."""
+    from tracelint.engine.metrics import gates
+
+    known = sorted(m.gate for m in gates())
+    out = []
+    for key, value in items:
+        if key not in known:
+            close = difflib.get_close_matches(key, [*known, "max-regression-pct"], n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (known: max-regression-pct, {', '.join(known)})"
+            raise ConfigError(f"{where}: unknown key {key!r}{hint}")
+        out.append((key, _number(value, key, where)))
+    return tuple(out)
+
+
+def _diff_section(table: dict, where: str) -> tuple[float, tuple[tuple[str, float], ...]]:
+    limit = table.get("max-regression-pct", DEFAULT_MAX_REGRESSION_PCT)
+    limit = _number(limit, "max-regression-pct", where)
+    if limit < 0:
+        raise ConfigError(f"{where} max-regression-pct must not be negative, not {limit:g}")
+    return limit, diff_gate_items(((k, v) for k, v in table.items() if k != "max-regression-pct"), where)
+
+
 KNOWN_KEYS = ("select", "ignore", "per-file-ignores", "severities", "fail-on", "exclude", "extend-exclude", "trace",
-              "file-time-limit")
+              "file-time-limit", "diff")
 
 
 def parse_config(table: dict, root: Path, where: Path) -> Config:
@@ -246,6 +279,8 @@ def parse_config(table: dict, root: Path, where: Path) -> Config:
                                                      f"{section} per-file-ignores"))
                 for pattern, codes in _table(table.get("per-file-ignores", {}), "per-file-ignores", where).items())
     limit = table.get("file-time-limit", DEFAULT_FILE_TIME_LIMIT_S)
+    diff_limit, diff_gates = _diff_section(_table(table.get("diff", {}), "diff", where),
+                                           f"{where}: [tool.tracelint.diff]")
     return Config(
         root=root,
         select=selectors(_codes(table.get("select", []), "select", where), f"{section} select"),
@@ -256,6 +291,8 @@ def parse_config(table: dict, root: Path, where: Path) -> Config:
         exclude=exclude,
         trace_thresholds=thresholds,
         file_time_limit=_number(limit, "file-time-limit", section, positive=True),
+        diff_max_regression_pct=diff_limit,
+        diff_thresholds=diff_gates,
     )
 
 

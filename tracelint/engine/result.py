@@ -60,6 +60,9 @@ class RunResult:
     # `tracelint verify`: one plain record per target (script or catalog pair), the JSON report's `verify` entries;
     # the measured findings carry their own result in details["verification"].
     verifications: list[dict] = field(default_factory=list)
+    # `tracelint diff`: one plain record per compared pair (tracelint.diff.TraceDiff.as_dict); None for every other
+    # command, so that a diff whose inputs were all unreadable still renders as a diff (no records, its errors).
+    diffs: list[dict] | None = None
 
     def exit_code(self, fail_on: Severity = Severity.WARNING, exit_zero: bool = False) -> int:
         if self.errors:

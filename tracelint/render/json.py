@@ -53,6 +53,31 @@ decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 an
                                        # its settings, baseline runs and variants; each measured finding carries
                                        # the same measurement in details.verification
     }
+
+A ``tracelint diff BASE NEW`` report is a document of its own (the numbers are defined in tracelint.diff.compare)::
+
+    {
+      "version": 1,
+      "diffs": [{                      # one per pair: two traces, or one rank of two job folders
+        "base": str, "new": str, "rank": int | null,
+        "step_ms": {"base": float, "new": float, "change_pct": float,
+                    "noise_pct": float | null},        # 95% band of the change; null: one step per trace
+        "steps": {"base": int, "new": int},            # profiled steps the step times are the mean of
+        "verdict": {"base": str, "new": str},
+        "metrics": [{"name": str, "base": any, "new": any, "delta": float | null, "delta_pct": float | null,
+                     "moved": bool}],  # every metric of both traces; moved: beyond the noise
+        "kernels": [{"name": str, "class": str, "base_us_per_step": float | null,  # null: not run on that side
+                     "new_us_per_step": float | null, "delta_us_per_step": float}],  # the 30 that moved most
+        "kernel_classes": [{"name": str, "class": str, "base_us_per_step": float | null,
+                            "new_us_per_step": float | null, "delta_us_per_step": float}],
+        "kernel_names": {"both": int, "appeared": int, "vanished": int},
+        "findings": {"new": [finding], "fixed": [finding]},   # findings as above, matched without the path
+        "regression": bool,            # the gate failed for this pair (exit code 1)
+        "gate": {"max_regression_pct": float, "thresholds_crossed": [str]},
+        "summary": str                 # the change and its causes in one line
+      }],
+      "errors": [{"path": str, "message": str, "line": int | null}]
+    }
 """
 from __future__ import annotations
 
@@ -70,13 +95,16 @@ def render(result: RunResult) -> str:
 
 def document(result: RunResult) -> dict:
     """The report as plain data (what ``render`` serializes)."""
+    errors = [{"path": e.path, "message": e.message, "line": e.line} for e in result.errors]
+    if result.diffs is not None:
+        return {"version": VERSION, "diffs": result.diffs, "errors": errors}
     doc = {
         "version": VERSION,
         "files_checked": result.files_checked,
         "fixed": result.fixed,
         "findings": [finding_dict(f) for f in result.findings],
         "traces": [trace_summary_dict(s) for s in result.traces],
-        "errors": [{"path": e.path, "message": e.message, "line": e.line} for e in result.errors],
+        "errors": errors,
     }
     if result.verifications:
         doc["verify"] = result.verifications

@@ -1,0 +1,17 @@
+"""``tracelint diff BASE NEW``: two profiler traces (or two job folders) compared, step time against its noise,
+metrics, kernels and findings, with a CI gate. The numbers are defined in tracelint.diff.compare."""
+from __future__ import annotations
+
+from tracelint.diff.compare import (
+    DiffReport,
+    KernelChange,
+    MetricChange,
+    StepChange,
+    TraceDiff,
+    compare,
+    diff_traces,
+    finding_key,
+)
+
+__all__ = ["DiffReport", "KernelChange", "MetricChange", "StepChange", "TraceDiff", "compare", "diff_traces",
+           "finding_key"]
