@@ -238,8 +238,14 @@ PROFILER_INFLATION = _declare(
     "much recording slowed the step.", gate="max-profiler-inflation")
 # The identity of the device and of the job, and the summary over the ranks of a job (``scope="job"``,
 # tracelint.trace.analyze.rank_summary); the job's metrics sit around world_size, which both kinds of report carry.
-DEVICE = _declare("device", "label", None, "The device index (None for a trace without GPU activity).")
-DEVICE_NAME = _declare("device_name", "label", None, "The device's name from deviceProperties.")
+DEVICE = _declare(
+    "device", "label", None,
+    "The device's HIP/CUDA ordinal, as deviceProperties numbers it (a ROCm roctracer trace's HSA agent index is "
+    "mapped to it); None for a trace without GPU activity.")
+DEVICE_NAME = _declare(
+    "device_name", "label", None,
+    "The device's name from deviceProperties; \"unnamed GPU\" when the trace names it nowhere; None for a trace "
+    "without GPU activity.")
 RANK = _declare("rank", "label", None, "The trace's rank (distributedInfo), None when it does not say.")
 GPU_BUSY_PCT_MIN = _declare("gpu_busy_pct_min", "pct", "higher", "Lowest gpu_busy_pct of the ranks.", scope="job")
 GPU_BUSY_PCT_MAX = _declare("gpu_busy_pct_max", "pct", "higher", "Highest gpu_busy_pct of the ranks.", scope="job")

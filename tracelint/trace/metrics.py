@@ -242,7 +242,7 @@ def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_
 
     m: dict[str, object] = {
         "device": device,
-        "device_name": model.devices[device].name if device in model.devices else None,
+        "device_name": device_name(model, device),
         "rank": model.rank,
         "world_size": model.world_size,
         "has_steps": model.has_steps,
@@ -284,6 +284,18 @@ def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_
 
     recording_metrics(m, analysis.recording)
     return analysis
+
+
+UNNAMED_GPU = "unnamed GPU"
+
+
+def device_name(model: TraceModel, device: int | None) -> str | None:
+    """The device's name from deviceProperties; ``unnamed GPU`` when the trace names it nowhere (no entry, or an
+    entry without a name); None for no device."""
+    if device is None:
+        return None
+    props = model.devices.get(device)
+    return props.name if props is not None and props.name else UNNAMED_GPU
 
 
 def _busy_union(events: list[GpuEvent], window) -> tuple[list[float], list[float], list[GpuEvent]]:

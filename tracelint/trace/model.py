@@ -5,7 +5,9 @@ Only what the metrics and the trace rules need is kept (a few small tuples per e
 annotations, CUDA/HIP runtime and driver calls (launches are joined to their GPU work by ``args.correlation``),
 GPU activity (kernels, copies, memsets), ``cuda_sync`` events, user-code ``python_function`` frames, ``[memory]``
 samples and the top-level device / distributed facts. PyTorch <= 1.9 categories (``Operator``, ``Runtime``,
-``Kernel``, ``Memcpy``, ``Memset``) are read the same way.
+``Kernel``, ``Memcpy``, ``Memset``) are read the same way. Devices are numbered as HIP/CUDA number them (the ids
+of deviceProperties): a roctracer trace's HSA agent indices are mapped to them (``_hip_ordinals``). CUPTI
+range-profiler events are only counted: they carry counters, not a timeline.
 
 GPU work is assigned to a step by its launch (the GPU lags the CPU: on a GPU-bound run a step's host span is a
 fraction of the GPU time it launches), never by time overlap: a GPU event belongs to the step whose CPU
@@ -23,7 +25,7 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import repeat
+from itertools import islice, repeat
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -34,15 +36,18 @@ _GPU_KIND = {
     "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,
     "gpu_memset": MEMSET, "Memset": MEMSET,
 }
-_OP, _RUNTIME, _GPU, _PYFRAME, _SYNC, _INSTANT, _ANNOTATION = range(7)
+_OP, _RUNTIME, _GPU, _PYFRAME, _SYNC, _INSTANT, _ANNOTATION, _RANGE = range(8)
 _CATEGORY = {
     "cpu_op": _OP, "user_annotation": _ANNOTATION, "Operator": _OP,
     "cuda_runtime": _RUNTIME, "cuda_driver": _RUNTIME, "Runtime": _RUNTIME,
     "python_function": _PYFRAME,
     "cuda_sync": _SYNC,
     "cpu_instant_event": _INSTANT, None: _INSTANT,
+    "cuda_profiler_range": _RANGE,
     **{cat: _GPU for cat in _GPU_KIND},
 }
+# The args of a CUPTI range-profiler event that are not counters.
+_RANGE_NOT_COUNTERS = frozenset({"correlation", "External id"})
 _EMPTY: dict = {}
 _STEP_RE = re.compile(r"ProfilerStep#(\d+)$")
 _FRAME_RE = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.*)$")
@@ -235,11 +240,16 @@ class TraceModel:
     syncs: list[SyncEvent] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
     memory: list[MemorySample] = field(default_factory=list)
-    devices: dict[int, DeviceProps] = field(default_factory=dict)
+    devices: dict[int, DeviceProps] = field(default_factory=dict)  # by HIP/CUDA ordinal, as deviceProperties lists
+    device_agents: dict[int, int] = field(default_factory=dict)  # ordinal -> the ROCm agent index the trace wrote
     collectives: dict[int, CollectiveArgs] = field(default_factory=dict)  # by the kernel's correlation id
     meta_settings: dict = field(default_factory=dict)  # the profiler settings among the top-level keys
     tracelint_record: dict | None = None  # the top-level "tracelint" key written by tracelint.profile
     annotations: frozenset = frozenset()  # names of the ops that are user_annotation ranges (record_function)
+    # CUPTI range-profiler events (``cuda_profiler_range``, experimental_config profiler_metrics): counters per range
+    # or per kernel replay, with no kernel timeline
+    profiler_ranges: int = 0
+    range_counters: tuple[str, ...] = ()  # the counters they carry (``smsp__sass_thread_inst_executed_op_*.sum``)
     rank: int | None = None
     world_size: int | None = None
     base_time_ns: int | None = None
@@ -396,14 +406,90 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
             else:
                 model.problems[key] = (count, first + offset)
         offset += seen
-    steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, annotations = lists[:-1]
+    steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, annotations, ranges = lists[:-1]
     meta = meta_source() if meta_source else {}
-    _read_meta(model, meta if isinstance(meta, dict) else {})
+    meta = meta if isinstance(meta, dict) else {}
+    _read_meta(model, meta)
     model.skipped_events = sum(count for (_, dropped), (count, _) in model.problems.items() if dropped)
+    ordinals = _hip_ordinals(model, meta, runtime, gpu_raw, memory)
+    if ordinals:
+        gpu_raw = [(kind, name, ordinals[device], *rest) for kind, name, device, *rest in gpu_raw]
+        syncs = [(name, ordinals.get(device, device), *rest) for name, device, *rest in syncs]
+        model.device_agents = {ordinal: agent for agent, ordinal in ordinals.items()}
     _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory)
     model.collectives = {c[0]: CollectiveArgs(*c[1:]) for c in comms if c[0] is not None}
     model.annotations = frozenset(annotations)
+    model.profiler_ranges = len(ranges)
+    model.range_counters = tuple(sorted({name for counters in set(ranges) for name in counters}))
+    model.meta_problems.extend(_missing_memory_size(model))
     return model
+
+
+# ROCm's roctracer (what Kineto used before rocprofiler-sdk) writes the `device` (and pid) of GPU events as an HSA
+# agent index, and HSA numbers the CPU agents first: on a two-socket host the GPUs are agents 2-9, while HIP, and so
+# deviceProperties, `[memory]` samples and torch.cuda, call them 0-7 (pytorch/kineto#926, ROCm/roctracer#98; the
+# public MI250 and MI300X traces run on agent 2 beside deviceProperties ids 0-3 and 0-7). Kineto's rocprofiler-sdk
+# path writes GPU indices instead (``logical_node_type_id``) and says so with a ``rocprofiler-sdk_version`` key.
+_HIP_PROBE_CALLS = 1000  # a ROCm trace's runtime calls are all hip*: its first ones tell
+_MAX_CPU_AGENTS = 8  # CPU sockets of one host (Kineto's own bound: "8 CPU sockets + 8 GPUs")
+
+
+def _hip_ordinals(model: TraceModel, meta: dict, runtime: list, gpu_raw: list, memory: list) -> dict[int, int]:
+    """{agent index: HIP ordinal} for the GPU events of a roctracer trace; {} when its ids are ordinals already.
+
+    The trace does not say how many CPU agents come first, so the ordinal of the lowest agent in use is inferred:
+    the lowest device of the allocator's ``[memory]`` samples (they carry the ordinal), else, for a rank of a job on
+    a host whose GPUs deviceProperties lists, ``rank % GPUs`` (one GPU per rank, as torchrun's local rank), else 0
+    (a single process uses its first GPU). Agents keep their order. A mapping that would leave no CPU agent (or
+    more than 8) before the GPUs, or name an ordinal deviceProperties does not list, is not applied.
+    """
+    if not gpu_raw or "rocprofiler-sdk_version" in meta:
+        return {}
+    if "roctracer_version" not in meta and not any(
+            call[0].startswith("hip") for call in islice(runtime, _HIP_PROBE_CALLS)):
+        return {}  # a CUDA trace: its device ids are CUDA ordinals
+    agents = sorted({g[2] for g in gpu_raw})
+    allocator = sorted({s[1] for s in memory})
+    listed = model.devices
+    if allocator:
+        first = allocator[0]
+    elif model.rank is not None and (model.world_size or 0) > 1 and len(listed) > 1:
+        first = model.rank % len(listed)
+    else:
+        first = 0
+    offset = agents[0] - first
+    if not 1 <= offset <= _MAX_CPU_AGENTS or (listed and any(agent - offset not in listed for agent in agents)):
+        return {}
+    return {agent: agent - offset for agent in agents}
+
+
+def _missing_memory_size(model: TraceModel) -> list[str]:
+    """Why peak_memory_pct is missing for a device whose allocator peak the trace has: its memory size is unknown."""
+    sampled = {s.device for s in model.memory if s.total_allocated is not None}
+    unsized = [d for d in sorted(sampled) if not (d in model.devices and model.devices[d].total_memory_bytes)]
+    if not unsized:
+        return []
+    active = set(model.devices_with_activity())
+    notes = []
+    for device in unsized:
+        if device not in active:
+            continue  # no report of its own
+        props = model.devices.get(device)
+        if not model.devices:
+            why = "the trace has no `deviceProperties`"
+        elif props is None:
+            why = f"`deviceProperties` has no entry for it (it lists {_id_list(model.devices)})"
+        else:
+            why = "its `deviceProperties` entry has no `totalGlobalMem`"
+        notes.append(f"no peak_memory_pct for GPU {device}: its memory size is unknown ({why})")
+    return notes
+
+
+def _id_list(ids) -> str:
+    ids = sorted(ids)
+    if len(ids) > 2 and ids == list(range(ids[0], ids[-1] + 1)):
+        return f"GPUs {ids[0]}-{ids[-1]}"
+    return f"GPU{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}"
 
 
 def problem_warnings(model: TraceModel) -> list[str]:
@@ -422,11 +508,11 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     """The records of a stream of event chunks, as plain tuples in the field order of the record types (cheap to
     build and to pickle between processes; ``_finish`` makes them records): steps, ops, runtime calls, raw GPU
     events, syncs, frames, memory samples, the collective args of communication kernels (``_collective_args``), the
-    names of annotation ops, and (events seen, {reason: [count, index of the first event]}) of the events dropped
-    or partly ignored."""
-    names: dict[str, str] = {}
+    names of annotation ops, the counter names of each CUPTI range-profiler event, and (events seen, {reason:
+    [count, index of the first event]}) of the events dropped or partly ignored."""
+    names: dict = {}  # str -> str (and a range's counter names -> themselves)
     intern = names.setdefault
-    ops, runtime, gpu_raw, syncs, frames, memory, steps, comms = ([] for _ in range(8))
+    ops, runtime, gpu_raw, syncs, frames, memory, steps, comms, ranges = ([] for _ in range(9))
     annotations: set[str] = set()
     stacks: dict[str, str | None] = {}  # "Call stack" arg -> its innermost user frame
     problems: dict[tuple[str, bool], list[int]] = {}
@@ -461,6 +547,11 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                 name = ""
             elif name.__class__ is not str:
                 raise _Bad("`name` not a string")
+            if kind == _RANGE:
+                args = e.get("args")
+                counters = tuple(k for k in args if k not in _RANGE_NOT_COUNTERS) if args.__class__ is dict else ()
+                ranges.append(intern(counters, counters))
+                return
             if kind == _INSTANT and name != "[memory]":
                 return  # instants other than memory samples are not read
             ts = e.get("ts")
@@ -644,7 +735,7 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     gpu_raw.sort(key=itemgetter(4))
     frames.sort(key=itemgetter(1))
     memory.sort(key=itemgetter(0))
-    return (steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, sorted(annotations),
+    return (steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, sorted(annotations), ranges,
             (seen, {key: tuple(v) for key, v in problems.items()}))
 
 
@@ -665,7 +756,7 @@ def _read_meta(model: TraceModel, meta: dict) -> None:
         name = props.get("name")
         model.devices[dev] = DeviceProps(
             id=dev,
-            name=name if isinstance(name, str) else None,
+            name=(name.strip() or None) if isinstance(name, str) else None,  # "" is no name
             total_memory_bytes=_int(props.get("totalGlobalMem")),
             compute_major=_int(props.get("computeMajor")),
             sm_count=_int(props.get("numSms")),

@@ -7,6 +7,10 @@ Settings. torch 2.x writes ``with_stack``, ``record_shapes``, ``profile_memory``
 PyTorch <= 1.9 ``Call stack`` args) and ``profile_memory`` from ``[memory]`` events; ``record_shapes`` and
 ``with_flops`` then stay unknown (None).
 
+Kind. A trace recorded with ``experimental_config=_ExperimentalConfig(profiler_metrics=[...])`` holds CUPTI
+range-profiler events (``cuda_profiler_range``: counter values per range or per replayed kernel) and no kernel
+timeline; ``profiler_ranges`` counts them and ``range_counters`` names their counters.
+
 Cost. ``tracelint.profile`` times the steps the profiler does not record (the schedule's wait steps) between device
 synchronizations and stores them under the trace's top-level ``tracelint`` key (tracelint/profile.py defines it):
 
@@ -34,6 +38,9 @@ class Recording:
     unprofiled_step_ms: float | None  # tracelint.profile's measurement, when the trace has one
     unprofiled_steps: int | None
     source: str | None  # "tracelint.profile" when the trace carries its record
+    # CUPTI range-profiler events (experimental_config profiler_metrics): counters per range, no kernel timeline
+    profiler_ranges: int = 0
+    range_counters: tuple[str, ...] = ()
 
     @property
     def heavy(self) -> list[str]:
@@ -75,7 +82,8 @@ def recording_of(model: TraceModel) -> Recording:
     ok = isinstance(step_ms, (int, float)) and not isinstance(step_ms, bool) and math.isfinite(step_ms) and step_ms > 0
     return Recording(settings, tuple(inferred), float(step_ms) if ok else None,
                      int(steps) if ok and isinstance(steps, int) and not isinstance(steps, bool) else None,
-                     str(record.get("source") or "tracelint.profile") if record else None)
+                     str(record.get("source") or "tracelint.profile") if record else None,
+                     model.profiler_ranges, model.range_counters)
 
 
 def step_ms(metrics: dict) -> float | None:

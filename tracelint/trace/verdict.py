@@ -2,9 +2,10 @@
 
 Decision rule, over the metrics of tracelint.engine.metrics (thresholds: tracelint.engine.thresholds.VERDICT):
 
-1. ``unknown`` when there is nothing to judge: no GPU activity at all (a CPU-only trace, or a truncated one cut
-   before its GPU events), GPU activity but none
-   launched inside the profiled steps, or a GPU window of zero length.
+1. ``unknown`` when there is nothing to judge: no GPU activity at all (a CPU-only trace, a truncated one cut
+   before its GPU events, or a CUPTI range-profiler trace: counters per range, no kernel timeline), GPU activity
+   but none launched inside the profiled steps, or a GPU window of zero length (every event of zero duration; in a
+   trace without ProfilerStep spans the window is the whole trace's GPU activity, and the evidence says so).
 2. ``comm-bound`` when ``exposed_comm_pct`` >= ``comm-bound-exposed-pct`` (default 25): a quarter of the step
    window or more, the device does nothing but communicate — a GPU spinning in an NCCL kernel while it waits for
    another rank is busy, not working. With the other ranks' traces (tracelint.trace.job) the evidence names the wait:
@@ -77,7 +78,7 @@ def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = Fals
     """The verdict of one device's metrics (see the module docstring for the rule); ``wait``: the rank's wait for
     its peers, when the job's other ranks were read; ``recording``: what the profiler recorded and cost."""
     config = config or Config()
-    verdict = _decide(metrics, config, cpu_only=cpu_only, truncated=truncated, wait=wait)
+    verdict = _decide(metrics, config, cpu_only=cpu_only, truncated=truncated, wait=wait, recording=recording)
     return _unprofiled(verdict, metrics, config, recording)
 
 
@@ -99,19 +100,34 @@ def _unprofiled(verdict: Verdict, metrics: dict, config: Config, recording: Reco
                                  f"{inflation:.1f}×)")
 
 
-def _decide(metrics: dict, config: Config, *, cpu_only: bool, truncated: bool, wait: RankWait | None) -> Verdict:
+def _decide(metrics: dict, config: Config, *, cpu_only: bool, truncated: bool, wait: RankWait | None,
+            recording: Recording | None) -> Verdict:
     busy_limit = config.threshold("gpu-bound-busy-pct")
     data_limit = config.threshold("input-bound-data-wait-pct")
     min_gap_us = config.threshold("min-idle-gap-us")
-    where = "of the step window" if M.HAS_STEPS.of(metrics) else "of the trace (no ProfilerStep: whole trace analysed)"
+    has_steps = M.HAS_STEPS.of(metrics)
+    where = "of the step window" if has_steps else "of the trace (no ProfilerStep: whole trace analysed)"
 
     if cpu_only or not M.GPU_EVENTS.of(metrics):
+        ranges = recording.profiler_ranges if recording is not None else 0
+        if ranges:
+            what = f"{ranges:,} range{'s' if ranges != 1 else ''} of per-range counters"
+            return Verdict(UNKNOWN, f"unknown: a CUPTI range-profiler trace ({what}, no kernel timeline): tracelint "
+                                    "needs a timeline trace — record without experimental_config profiler_metrics")
         if truncated:  # Kineto writes the CPU events first: a cut file may simply end before the GPU ones
             return Verdict(UNKNOWN, "unknown: no GPU activity in the part of the trace before the cut (truncated file)")
         return Verdict(UNKNOWN, "unknown: no GPU activity in the trace (CPU-only profile)")
     busy = M.GPU_BUSY_PCT.of(metrics)
     if busy is None or not M.GPU_WINDOW_US.of(metrics):
-        return Verdict(UNKNOWN, "unknown: no GPU activity launched inside the profiled steps")
+        if not has_steps:  # every GPU event is in the one window: the whole trace
+            n = M.GPU_EVENTS.of(metrics)
+            events = f"its {n:,} GPU events span" if n != 1 else "its one GPU event spans"
+            return Verdict(UNKNOWN, "unknown: the trace has no ProfilerStep# annotations; measured over the whole "
+                                    f"trace, {events} no time (each of zero duration)")
+        if M.GPU_WINDOW_US.of(metrics) is None:
+            return Verdict(UNKNOWN, "unknown: no GPU activity launched inside the profiled steps")
+        return Verdict(UNKNOWN, "unknown: the GPU activity launched inside the profiled steps spans no time (each "
+                                "event of zero duration)")
     exposed = M.EXPOSED_COMM_PCT.of(metrics)
     if exposed is not None and exposed >= config.threshold("comm-bound-exposed-pct"):
         steps = max(1, M.STEPS.of(metrics) or 1)
