@@ -217,3 +217,22 @@ def test_a_job_folder_reads_at_a_glance(public_traces):
     assert codes(compact) == codes(verbose)  # every finding, either way
     quiet = tracelint("trace", "-q", job).stdout.splitlines()
     assert quiet[0] == compact.splitlines()[0] and not _metric_rows("\n".join(quiet))
+
+
+def _readme_block(after: str) -> str:
+    """The first fenced block of the README after the line that starts with ``after``."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    rest = readme[readme.index(after):]
+    start = rest.index("```\n") + 4
+    return rest[start:rest.index("```", start)]
+
+
+def test_readme_shows_the_output_as_it_prints(fixture_traces):
+    """The README's finding line, --statistics output and compact trace report are what the commands print."""
+    root = Path(__file__).resolve().parents[1]
+    stats = tracelint("check", "--statistics", "train.py", cwd=EXAMPLE.parent).stdout
+    assert _readme_block("`--statistics` counts them per rule") == stats
+    line = _readme_block("A lint finding, as it prints").strip()
+    assert line in tracelint("check", "train.py", cwd=EXAMPLE.parent).stdout.splitlines()
+    trace = "fixtures/traces/dataloader_main_process.pt.trace.json.gz"
+    assert _readme_block("The first line of a trace report") == tracelint("trace", trace, cwd=root).stdout
