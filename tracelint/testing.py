@@ -131,16 +131,18 @@ class TraceBuilder:
         self.now += _PYTHON_US
 
     def kernel(self, name: str, *, gpu_us: float, op: str | None = None, host_us: float = 10.0, stream: int = 7,
-               api: str = "cudaLaunchKernel", **args: Any) -> float:
+               api: str = "cudaLaunchKernel", op_args: Mapping[str, Any] | None = None, **args: Any) -> float:
         """Launch a kernel that runs ``gpu_us`` on the device; the host spends ``host_us`` on it, inside a CPU op
-        ``op`` when given (``aten::add``). ``cuLaunchKernel`` (Triton's launch) is a driver call. Returns ``now``."""
+        ``op`` when given (``aten::add``), whose args are ``op_args`` (record_shapes: ``{"Input Dims": [[8192, 768],
+        [768, 50257]], "Input type": ["c10::BFloat16", "c10::BFloat16"]}``). ``cuLaunchKernel`` (Triton's launch) is
+        a driver call. Returns ``now``."""
         start = self.now
         at = start + 1.0 if op is not None else start  # the launch call, inside the op
         corr = self.runtime(api, at, LAUNCH_CALL_US)
         self._queue(name, corr, at + LAUNCH_DELAY_US, gpu_us, stream=stream, **args)
         self.now = max(start + host_us, at + LAUNCH_CALL_US + 1.0)
         if op is not None:
-            self.op(op, start, self.now - start, cat=self._cat(op))
+            self.op(op, start, self.now - start, cat=self._cat(op), **(op_args or {}))
             self.now += _PYTHON_US
         return self.now
 

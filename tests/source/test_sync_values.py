@@ -116,6 +116,41 @@ def test_the_total_norm_is_a_device_tensor(clip, use, code):
     assert lint(CLIP.format(clip=clip, use=use), header=header) == [(code, 5)]
 
 
+@pytest.mark.parametrize("use, code", [
+    ("if grad_norm > 10.0:\n        continue", "TL103"),
+    ("logged = float(grad_norm)", "TL103"),
+    ("logger.info('grad norm %f', grad_norm)", "TL104"),
+])
+def test_the_total_norm_used_as_a_number_joins_the_sync_rules(use, code):
+    header = "import logging\nimport torch\nlogger = logging.getLogger(__name__)\n"
+    clip = "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
+    assert lint(CLIP.format(clip=clip, use=use), header=header) == [(code, 5)]
+
+
+METRIC = """\
+import torch
+import torchmetrics
+from torchmetrics.functional import accuracy as functional_accuracy
+{made}
+for x, y in loader:
+    out = model(x.cuda())
+    {use}
+"""
+
+
+@pytest.mark.parametrize("made, use, found", [
+    ("acc = torchmetrics.Accuracy(task='binary').cuda()", "print(f'{acc.compute():.3f}')", [("TL104", 7)]),
+    ("acc = torchmetrics.Accuracy(task='binary').cuda()", "value = acc.compute()\n    print(f'{value}')",
+     [("TL104", 8)]),
+    ("acc = torchmetrics.Accuracy(task='binary').cuda()", "acc.update(out, y)", []),  # stays on the device
+    ("acc = torchmetrics.Accuracy(task='binary').cuda()", "if acc(out, y) > 0.5:\n        break", []),  # unknown
+    ("", "print(f'{functional_accuracy(out, y, task=\"binary\")}')", [("TL104", 7)]),
+    ("meter = Meter()", "print(f'{meter.compute()}')", []),  # not a torchmetrics metric
+])
+def test_torchmetrics_values_are_device_tensors(made, use, found):
+    assert lint(METRIC.format(made=made, use=use)) == found
+
+
 def test_math_functions_read_tensors_on_the_host():
     header = "import math\nfrom math import isnan\nimport torch\n"
     body = ["v = math.sqrt(loss)", "if isnan(loss):", "    break", "f = math.isnan(loss.item())", "g = math.floor(3.5)"]

@@ -67,14 +67,16 @@ def test_matmul_twins_differ_only_by_the_precision_change():
 
 def test_candidate_tl101_pair_is_honest_and_measured_through_the_rules_fix():
     bad, good = FIXTURES / "pairs" / "TL101_bad.py", FIXTURES / "pairs" / "TL101_good.py"
-    (finding,) = [f for f in lint_paths([bad]) if isinstance(f, Finding)]
+    # (the pair is an fp32 MLP: TL401 reports both scripts alike, at info)
+    (finding,) = [f for f in lint_paths([bad]) if isinstance(f, Finding) and f.code != "TL401"]
     assert finding.code == "TL101" and finding.fix is not None
     assert apply_edits(bad.read_text(), finding.fix.edits) == good.read_text()  # only the fix differs
-    assert not [f for f in lint_paths([good]) if isinstance(f, Finding)]
+    assert not [f for f in lint_paths([good]) if isinstance(f, Finding) and f.code != "TL401"]
 
 
 @pytest.mark.parametrize("name, variants", [
-    ("loader_torchvision.py", ["TL202:59", "TL101:68", "all", "tf32", "bf16"]),
+    # its conv blocks keep their bias before BatchNorm: TL403's (unsafe) fix is measured too
+    ("loader_torchvision.py", ["TL403:47", "TL403:48", "TL202:59", "TL101:68", "all", "tf32", "bf16"]),
     ("losses_append.py", ["TL101:52"]),
 ])
 def test_issue_fixtures_give_every_variant_the_issue_asks_for(tmp_path, name, variants):

@@ -108,5 +108,7 @@ def test_catalog_pairs_are_measured_through_the_rules_fix(doc, tmp_path):
     good.write_text(pair.good)
     codes = lambda path: {f.code for f in lint_paths([path]) if isinstance(f, Finding)}  # noqa: E731
     assert doc.code in codes(bad) and doc.code not in codes(good)
+    if doc.fix == "none":
+        return  # no fix to measure through (a vocabulary size, say): the pair is bad against the doc's Use instead
     fixable = [f for f in lint_paths([bad]) if isinstance(f, Finding) and f.code == doc.code and f.fix]
     assert fixable, "verify measures a bad script through the rule's fix"

@@ -77,7 +77,7 @@ def _lint_job(job: tuple[Path, Config, bool, bool, dict | None]) -> tuple[list, 
     from tracelint.source.lint import _Run, lint_in_run
 
     path, config, fix, unsafe, part = job
-    run = _Run(*part) if part is not None else None  # (entries, on_device, graph_collates)
+    run = _Run(*part) if part is not None else None  # (entries, on_device, graph_collates, precision)
     return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe, run=run)
 
 
@@ -100,16 +100,18 @@ def lint_paths(
     # A run of several files follows per-step calls across them (callers.py): results are held until the
     # functions other files call every step have been analysed as such.
     if len(files) > 1:
-        from tracelint.source.runcalls import graph_collates
+        from tracelint.source.runcalls import graph_collates, program_precision
 
-        follow: tuple | None = ({}, False, graph_collates([path for path, _ in files]))
+        collates = graph_collates([path for path, _ in files])
+        precision = program_precision([path for path, _ in files])
+        parts: list[tuple | None] = [({}, False, collates, precision.get(path, frozenset())) for path, _ in files]
     else:
-        follow = None
-    jobs = [(path, config, fix, unsafe_fixes, follow) for path, config in files]
+        parts = [None] * len(files)
+    jobs = [(path, config, fix, unsafe_fixes, part) for (path, config), part in zip(files, parts, strict=True)]
     results = list(_run_jobs(jobs, progress))
     if progress and jobs:
         print(file=sys.stderr)
-    if follow is not None:
+    if len(files) > 1:
         _follow_calls(jobs, results)
     for items, _ in results:
         yield from items
@@ -137,13 +139,14 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]]) -> None:
 
     index = {job[0]: i for i, job in enumerate(jobs)}
     calls = {job[0]: result[1] or RunCalls() for job, result in zip(jobs, results, strict=True)}
-    done: dict[Path, tuple[dict, bool, frozenset[str]]] = {}
+    done: dict[Path, tuple[dict, bool, frozenset[str], frozenset[str]]] = {}
     for _ in range(MAX_ROUNDS):
         entries, device = resolve(calls)
         collates = jobs[0][4][2]
-        parts = {path: (entries.get(path, {}), path in device, collates) for path in {*entries, *device}
-                 if path in index}
-        wanted = {path: part for path, part in parts.items() if part != done.get(path, ({}, False, collates))}
+        parts = {path: (entries.get(path, {}), path in device, collates, jobs[index[path]][4][3])
+                 for path in {*entries, *device} if path in index}
+        wanted = {path: part for path, part in parts.items()
+                  if part != done.get(path, ({}, False, collates, jobs[index[path]][4][3]))}
         if not wanted:
             return
         again = [(path, jobs[index[path]][1], False, False, part) for path, part in wanted.items()]

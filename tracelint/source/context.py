@@ -12,6 +12,8 @@ API for rule authors (one ``FileContext`` per file, shared by every rule on that
     ctx.entries               {"f" or "C.m": callers.Entry}: functions other files of the run call every step
     ctx.device_from_run       a file of the run with device evidence calls this file's functions
     ctx.graph_collates        names of the run's functions that batch graphs (a collate_fn defined elsewhere)
+    ctx.program_precision     in a run of several files: the precision settings (runcalls.TF32, ...) of the
+                              programs the file is part of (runcalls.program_precision); None outside a run
     ctx.stack                 during a traversal: the ancestors of the node being visited (outermost first)
     ctx.qualified_name(expr)  "torch.utils.data.DataLoader" for ``DL``/``tud.DataLoader``/..., resolved through
                               the file's imports and simple aliases (``DL = torch.utils.data.DataLoader``);
@@ -218,7 +220,8 @@ class FileContext:
 
     def __init__(self, path: str, source: str, module: cst.Module, *,
                  cell_lines: tuple[tuple[int, int], ...] | None = None, entries: dict | None = None,
-                 device_from_run: bool = False, graph_collates: frozenset[str] = frozenset()) -> None:
+                 device_from_run: bool = False, graph_collates: frozenset[str] = frozenset(),
+                 program_precision: frozenset[str] | None = None) -> None:
         self.path = path
         # Functions of this file that per-step loops of other files of the run call (callers.py: {"f": Entry}).
         self.entries = entries or {}
@@ -226,6 +229,8 @@ class FileContext:
         self.device_from_run = device_from_run
         # Names of functions of other files of the run that batch graphs in a collate (runcalls.graph_collates).
         self.graph_collates = graph_collates
+        # The precision settings of the programs this file is part of (runcalls.program_precision); None: one file.
+        self.program_precision = program_precision
         self.source = source
         self.lines = source.splitlines()
         self.module = module

@@ -120,7 +120,8 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     module = _parse(doc.text)
     ctx = FileContext(display, doc.text, module, cell_lines=doc.cell_lines, entries=run.entries if run else None,
                       device_from_run=run.on_device if run else False,
-                      graph_collates=run.graph_collates if run else frozenset())
+                      graph_collates=run.graph_collates if run else frozenset(),
+                      program_precision=run.precision if run else None)
     project_calls = found is None or PROJECT_CALL in found
     found = run_rules(ctx, [cls(ctx) for cls in active])
     if run is not None:
@@ -172,6 +173,7 @@ class _Run:
     entries: dict[str, Entry] = field(default_factory=dict)
     on_device: bool = False  # a file of the run with device evidence calls this file's functions
     graph_collates: frozenset[str] = frozenset()  # runcalls.graph_collates of the run
+    precision: frozenset[str] = frozenset()  # runcalls.program_precision of this file
     defines: frozenset[str] | None = None  # the screen's Look.defines (None: Python's parser did not take the file)
     calls: RunCalls | None = None
 

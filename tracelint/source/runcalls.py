@@ -4,6 +4,7 @@ here: lint.py imports this before it knows whether a file needs parsing."""
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,7 +126,8 @@ def graph_collates(paths: list[Path]) -> frozenset[str]:
     return frozenset(names)
 
 
-def _graph_functions(tree: ast.Module) -> set[str]:
+def _imports(tree: ast.Module) -> dict[str, str]:
+    """{bound name: qualified name} of a file's absolute imports."""
     imports: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -135,6 +137,11 @@ def _graph_functions(tree: ast.Module) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 imports[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return imports
+
+
+def _graph_functions(tree: ast.Module) -> set[str]:
+    imports = _imports(tree)
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -153,3 +160,174 @@ def _resolved(func: ast.expr, imports: dict[str, str]) -> str | None:
     head, _, rest = dotted.partition(".")
     head = imports.get(head, head)
     return f"{head}.{rest}" if rest else head
+
+
+# -- precision settings of a program ---------------------------------------------------------------------------
+# What a file does about the precision of CUDA matmuls (TL401, TL404): ``TF32`` enables TF32 matmuls, ``REDUCED``
+# computes in fp16/bf16 (autocast, a half/bf16 model or dtype, a GradScaler, Lightning ``precision=``, accelerate
+# ``mixed_precision=``), ``FULL`` asks for full fp32 on purpose (``set_float32_matmul_precision("highest")``,
+# ``allow_tf32 = False``), ``EXTERNAL`` leaves it to a launcher's configuration (``Accelerator()`` without
+# ``mixed_precision``, ``deepspeed.initialize``). And ``MATMUL``: the file computes matmuls that matter (``@``,
+# ``torch.matmul`` / ``bmm`` / ``einsum``, ``F.linear`` in a class's methods, attention layers, an ``nn.Linear`` of
+# at least 2048, a transformer by its class name, a transformers import): convolutions use TF32 by default, and the
+# small MLPs of RL or a GAN gain little from it.
+# Python's ``ast``, so that the settings of every file of a run are known before any is analysed.
+TF32, REDUCED, FULL, EXTERNAL, MATMUL = "tf32", "reduced", "full", "external", "matmul"
+_PRECISION_WORDS = (b"tf32", b"float32_matmul_precision", b"autocast", b"half", b"bfloat16", b"float16",
+                    b"precision", b"GradScaler", b"amp", b"Accelerator", b"deepspeed", b"fp32_precision",
+                    b"@", b"matmul", b"bmm", b"einsum", b"linear", b"Linear", b"ttention", b"ransformer", b"GPT",
+                    b"Bert", b"Llama", b"transformers")
+_MATMUL_OPS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.baddbmm", "torch.addmm", "torch.einsum",
+                         "torch.nn.functional.linear", "torch.nn.functional.scaled_dot_product_attention"})
+_MATMUL_METHODS = frozenset({"matmul", "bmm", "mm", "baddbmm"})
+_MATMUL_LAYERS = frozenset({"torch.nn.MultiheadAttention", "torch.nn.Transformer", "torch.nn.TransformerEncoderLayer",
+                            "torch.nn.TransformerDecoderLayer", "torch.nn.TransformerEncoder"})
+# Class names of models made of large matmuls (``Transformer(...)``, ``GPT(config)``, ``LlamaForCausalLM``).
+_MATMUL_MODELS = re.compile(r"Transformer|GPT|Bert|BERT|Llama|LLaMA|Attention|ViT|T5|Mistral|Qwen|Gemma")
+_LARGE_LINEAR = 2048
+_REDUCED_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16", "torch.float8_e4m3fn",
+                             "torch.float8_e5m2"})
+_FULL_PRECISION = frozenset({"32", "32-true", "64", "64-true", "no", "fp32", "float32", "highest", "ieee"})
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import[ \t]+\(?[ \t]*(\w+)|import[ \t]+([\w.]+))", re.M)
+
+
+def precision_settings(text: str | bytes) -> frozenset[str]:
+    """The precision settings (TF32, REDUCED, FULL, EXTERNAL) one file makes; empty when it makes none or Python's
+    parser does not take it."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if not any(word in data for word in _PRECISION_WORDS):
+        return frozenset()
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    imports = _imports(tree)
+    found: set[str] = set()
+    if any(name.split(".")[0] == "transformers" for name in imports.values()):
+        found.add(MATMUL)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _resolved(node, imports) in _REDUCED_DTYPES:
+            found.add(REDUCED)
+        elif isinstance(node, ast.ClassDef) and MATMUL not in found and _class_matmul(node, imports):
+            found.add(MATMUL)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                name = _resolved(target, imports) or ""
+                if name.endswith(".allow_tf32") and name.startswith("torch.backends.cuda"):
+                    found.add(FULL if _literal(node.value) is False else TF32)
+                elif name.endswith("fp32_precision") and name.startswith("torch.backends"):
+                    value = _literal(node.value)
+                    found.add(FULL if value in ("ieee", "highest") else TF32)
+        elif isinstance(node, ast.Call):
+            found.update(_precision_call(node, imports))
+    return frozenset(found)
+
+
+def _precision_call(call: ast.Call, imports: dict[str, str]) -> set[str]:
+    name = _resolved(call.func, imports) or ""
+    last = name.rsplit(".", 1)[-1] if name else (call.func.attr if isinstance(call.func, ast.Attribute) else "")
+    if name in _MATMUL_LAYERS or _MATMUL_MODELS.search(last) or name == "torch.nn.Linear" and any(
+                isinstance(_literal(a), int) and _literal(a) >= _LARGE_LINEAR for a in call.args[:2]):
+        return {MATMUL}
+    keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    first = call.args[0] if call.args else None
+    if name == "torch.set_float32_matmul_precision" and first is not None:
+        return {FULL if _literal(first) == "highest" else TF32}
+    if last in ("half", "bfloat16") and isinstance(call.func, ast.Attribute) and not call.args:
+        return {REDUCED}  # model.half(), x.bfloat16()
+    if last == "autocast":
+        device = keywords.get("device_type", first)
+        if _literal(keywords.get("enabled")) is False or _literal(device) == "cpu" or "cpu" in name.split("."):
+            return set()
+        return {REDUCED}
+    if last == "GradScaler" or name in ("apex.amp.initialize", "apex.amp.scale_loss"):
+        return {REDUCED}
+    for key in ("precision", "mixed_precision"):
+        if key in keywords:
+            value = _literal(keywords[key])
+            return set() if value is None and isinstance(keywords[key], ast.Constant) or \
+                str(value).lower() in _FULL_PRECISION else {REDUCED}
+    if last == "Accelerator" or name == "deepspeed.initialize":
+        return {EXTERNAL}
+    return set()
+
+
+def _class_matmul(cls: ast.ClassDef, imports: dict[str, str]) -> bool:
+    """A class (a model's module) computes matmuls in its methods: ``q @ k.transpose(-2, -1)``, ``torch.bmm``,
+    ``F.linear``. Matmuls outside classes (a mel filterbank applied in a data function) are left out: small next to a
+    model's layers."""
+    for node in ast.walk(cls):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            return True
+        if isinstance(node, ast.Call) and (_resolved(node.func, imports) in _MATMUL_OPS or
+                                           isinstance(node.func, ast.Attribute) and node.func.attr in _MATMUL_METHODS):
+            return True
+    return False
+
+
+def _literal(expr: ast.expr | None) -> object:
+    return expr.value if isinstance(expr, ast.Constant) else None
+
+
+def program_precision(paths: list[Path]) -> dict[Path, frozenset[str]]:
+    """For each file of a run, the precision settings of the programs it is part of: its own, those of the files it
+    imports (directly or not: a ``setup()`` helper of the project), and those of the files that import it (the
+    entry script sets TF32, then runs the training loop of a module of the project). Imports are resolved to the
+    run's files by module path, as calls are (``resolve``); a file that sets nothing and is connected to no file
+    that does is absent."""
+    settings: dict[Path, frozenset[str]] = {}
+    imports: dict[Path, list[str]] = {}
+    for path in paths:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        found = precision_settings(data)
+        if found:
+            settings[path] = found
+        imports[path] = [(module + (b"" if module.endswith(b".") else b".") + name if module else plain)
+                         .decode("ascii", "replace") for module, name, plain in _IMPORT_LINE.findall(data)]
+    if not settings:
+        return {}
+    modules = [_Module(p, _parts(p), RunCalls(frozenset({""}))) for p in imports]
+    edges: dict[Path, set[Path]] = {}
+    for module in modules:
+        for target in imports[module.path]:
+            for found, _member in _module_candidates(target, module, modules):
+                edges.setdefault(module.path, set()).add(found.path)
+    below: dict[Path, set[Path]] = {}
+    for path in imports:  # the files each file imports, directly or not
+        seen, work = {path}, [path]
+        while work:
+            for nxt in edges.get(work.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    work.append(nxt)
+        below[path] = seen
+    out: dict[Path, frozenset[str]] = {}
+    for path in imports:
+        found = set().union(*(settings.get(p, ()) for p in below[path]))
+        for setter, made in settings.items():
+            if path in below.get(setter, ()):
+                found |= made
+        if found:
+            out[path] = frozenset(found)
+    return out
+
+
+def _module_candidates(target: str, caller: _Module, modules: list[_Module]):
+    """The module of the run an import names, matched by the end of its path as ``_candidates`` matches calls:
+    ``pkg.utils`` / ``.utils`` (a module), or ``pkg.utils.setup`` / ``from . import utils`` (a member of a module,
+    or a module of a package)."""
+    dots = len(target) - len(target.lstrip("."))
+    names = tuple(n for n in target.lstrip(".").split(".") if n)
+    folder = caller.path.resolve().parent.parts
+    base = folder[: len(folder) - max(0, dots - 1)] if dots else ()
+    for size in (len(names), len(names) - 1):
+        want = base + names[:size]
+        if size < 0 or not want or (not dots and size == 0):
+            continue
+        for module in modules:
+            if module is not caller and (module.parts == want if dots else module.parts[-len(want):] == want):
+                yield module, ""
+                return

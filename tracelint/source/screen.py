@@ -37,11 +37,13 @@ from tracelint.source.vocab import (
     BUILTINS,
     DATA_DEPENDENT,
     EXTERNAL_MODULES,
+    FILLED_CREATION,
     HOST_ATTRS,
     HOST_METHODS,
     LOGGING,
     MASK_KEEPING,
     MASK_METHODS,
+    RANDOM_CREATION,
     STEP_HOOKS,
 )
 
@@ -56,12 +58,14 @@ MASK_INDEX = "mask-index"          # x[mask] with a mask-shaped index           
 DATALOADER = "dataloader"          # a DataLoader call                                    TL201, TL202
 PINNED_COPY = "pinned-copy"        # .to() / .cuda() in a loop of a file that builds a DataLoader    TL203
 ZERO_GRAD = "zero-grad"            # zero_grad(set_to_none=False)                         TL301
+HOST_BUILT = "host-built"          # .cuda() / .to() of a call named like a creation op (zeros, arange...)  TL204
+ELEMENT_LOOP = "element-loop"      # a loop in a loop: for i in range(n) indexing [i], or for row in a name  TL502
 # Not a rule's kind: a per-step call of a function the file imports from outside the known libraries (a module of
 # the project), which a run of several files must analyse to follow (callers.py).
 PROJECT_CALL = "project-call"
 
 SYNC_KINDS = frozenset({ITEM, HOST_COPY, SCALAR, FORMAT, SYNCHRONIZE, DATA_DEPENDENT_CALL, MASK_INDEX})
-SITE_KINDS = SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD}
+SITE_KINDS = SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD, HOST_BUILT, ELEMENT_LOOP}
 # A generic kind a new rule can declare without touching this module: ``call:NAME``, a call anywhere in the file
 # whose callee's last name, as written or resolved through imports and aliases, is NAME (``call:barrier`` for
 # ``dist.barrier()`` and ``from torch.distributed import barrier as b; b()``).
@@ -78,6 +82,7 @@ _HOST_VALUES = (ast.Constant, ast.JoinedStr, ast.List, ast.Tuple, ast.Dict, ast.
 _MEMBERSHIP = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
 _BIT_OPS = (ast.BitAnd, ast.BitOr, ast.BitXor)
 _MAX_DEPTH = 12
+_CREATION_CALLS = FILLED_CREATION | RANDOM_CREATION
 
 
 def sites(text: str) -> frozenset[str] | None:
@@ -152,6 +157,29 @@ def _defines(tree: ast.Module) -> frozenset[str]:
     return frozenset(names)
 
 
+def _element_loop(loop: ast.AST) -> bool:
+    """A loop (or comprehension) with a name target over a name (``for row in x``), or over ``range(non-literal)``
+    with a body that indexes by that name: what TL502 could report when it runs per step."""
+    generators = [loop] if isinstance(loop, (ast.For, ast.AsyncFor)) else getattr(loop, "generators", [])
+    for gen in generators:
+        target, iterable = gen.target, gen.iter
+        if isinstance(iterable, ast.Call) and _dotted(iterable.func) == "enumerate" and iterable.args:
+            iterable = iterable.args[0]
+            if isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                target = target.elts[1]
+        if not isinstance(target, ast.Name):
+            continue
+        if isinstance(iterable, (ast.Name, ast.Attribute)):
+            return True
+        if not (isinstance(iterable, ast.Call) and _dotted(iterable.func) == "range" and iterable.args) or \
+                isinstance(iterable.args[-1], ast.Constant):
+            continue
+        if any(isinstance(n, ast.Subscript) and any(isinstance(i, ast.Name) and i.id == target.id
+                                                    for i in ast.walk(n.slice)) for n in ast.walk(loop)):
+            return True
+    return False
+
+
 def _dotted(expr: ast.expr) -> str | None:
     parts: list[str] = []
     while isinstance(expr, ast.Attribute):
@@ -195,7 +223,7 @@ class _Screen:
         if self.device_copy and DATALOADER in found:
             found.add(PINNED_COPY)
         if not self.torch:
-            found -= SYNC_KINDS
+            found -= SYNC_KINDS | {ELEMENT_LOOP}
         return frozenset(found)
 
     def _collect(self, node: ast.AST, scope: ast.AST, assigned: dict[str, int], candidates: dict[str, str]) -> None:
@@ -419,6 +447,8 @@ class _Screen:
             elif isinstance(node, ast.ClassDef):
                 hot, loop = False, None
             elif isinstance(node, _LOOPS):
+                if hot and ELEMENT_LOOP not in self.found and _element_loop(node):
+                    self.found.add(ELEMENT_LOOP)
                 hot = True
                 if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                     loop = node
@@ -463,6 +493,8 @@ class _Screen:
                 found.add(ZERO_GRAD)
         if method in ("to", "cuda"):
             self.device_copy = True  # anywhere: TL203 follows batch names into defs nested in the loop
+            if isinstance(func.value, ast.Call) and self._leaves(func.value.func) & _CREATION_CALLS:
+                found.add(HOST_BUILT)  # anywhere: TL204 follows calls of the helper that builds it
         if not hot:
             return
         if "synchronize" in leaves:

@@ -92,6 +92,8 @@ _TENSOR_FUNCTIONS = frozenset({
 })
 # Methods of other objects that return such a tensor (``accelerator.clip_grad_norm_``, FSDP's, Fabric's).
 _TENSOR_RESULT_METHODS = frozenset({"clip_grad_norm_"})
+# torchmetrics: its functions return tensors on their inputs' device; so does ``metric.compute()`` (``_metric_object``).
+_METRIC_FUNCTIONS = ("torchmetrics.functional.",)
 # Config objects (argparse namespaces and the like): their attributes are Python values. A name of these bound
 # from a call of another module whose name says so (``cfg = load_config(path)``, ``hps = utils.get_hparams()``).
 _CONFIG_NAMES = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hps", "options"})
@@ -398,8 +400,12 @@ class Values:
                 return Kind.UNKNOWN
             if qualified.startswith("builtins."):
                 return Kind.UNKNOWN
+            if qualified.startswith(_METRIC_FUNCTIONS):
+                return Kind.TENSOR
         if isinstance(func, cst.Attribute):
             method = func.attr.value
+            if method == "compute" and self._metric_object(func.value, scope, at, depth):
+                return Kind.TENSOR  # a torchmetrics metric's value: a tensor on the metric's device
             if method in _HOST_METHODS or method in _PARSE_METHODS:
                 return Kind.HOST
             if method == "to" and _to_cpu(call, self.tree):
@@ -481,6 +487,26 @@ class Values:
             return not name.endswith("Tensor") and name not in ("Variable", "Parameter")
         found = words(name)
         return bool(found & _BUILD_WORDS and found & _MODULE_NOUNS)
+
+    def _metric_object(self, expr: cst.BaseExpression, scope, at: int | None, depth: int) -> bool:
+        """``expr`` is a torchmetrics metric (``acc = torchmetrics.Accuracy(...).to(device)``, or a name bound to
+        one in the same function or at module level)."""
+        if depth > _MAX_DEPTH:
+            return False
+        if isinstance(expr, cst.Name):
+            table = self.bindings(scope)
+            where = table.order.get(expr) if at is None else at
+            before = [b for b in table.bindings.get(expr.value, ()) if where is not None and b.order < where]
+            if not before and scope is not self.tree.module:
+                before = self.bindings(self.tree.module).bindings.get(expr.value, [])
+            return bool(before) and before[-1].value is not None and before[-1].element is None and \
+                self._metric_object(before[-1].value, scope, before[-1].order, depth + 1)
+        if not isinstance(expr, cst.Call):
+            return False
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MODULE_METHODS:
+            return self._metric_object(expr.func.value, scope, at, depth + 1)
+        qualified = self.tree.qualified_name(expr.func) or ""
+        return qualified.startswith("torchmetrics.") and not qualified.startswith(_METRIC_FUNCTIONS)
 
     def _config(self, expr: cst.BaseExpression, scope, at: int | None, depth: int) -> bool:
         """``expr`` is a config object or one of its attributes: ``args = parser.parse_args()``, ``args =

@@ -53,3 +53,7 @@ MASK_KEEPING = frozenset({
 })
 # Calls that batch graph objects in a collate function (TL202: DataLoader pinning does not pin the graphs).
 GRAPH_BATCHING = frozenset({"dgl.batch", "dgl.batch_hetero", "torch_geometric.data.Batch.from_data_list"})
+# torch creation functions that take ``device=`` and fill the tensor where it is made (TL204): deterministically,
+# or from a random generator (the device's draws other numbers than the host's).
+FILLED_CREATION = frozenset({"zeros", "ones", "empty", "full", "arange", "eye", "linspace", "logspace"})
+RANDOM_CREATION = frozenset({"randn", "rand", "randint", "randperm", "normal"})

@@ -100,6 +100,33 @@ class Op(NamedTuple):
     stack: str | None  # innermost user frame from a PyTorch <= 1.9 "Call stack" arg, when there is one
 
 
+# ATen matmul ops whose argument shapes and dtypes (``Input Dims`` / ``Input type``, written with record_shapes=True)
+# the model keeps, as ShapedOps: the GEMM shapes a rule judges (TL404).
+GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear"})
+
+
+class ShapedOp(NamedTuple):
+    """A GEMM op (``GEMM_OPS``) with the shapes and dtypes of its inputs; an input that is not a tensor has ``()``
+    dims (a scalar, a list, a value the trace wrote oddly) and its type as written (``Scalar``, ``""``)."""
+
+    name: str
+    tid: object
+    start: float
+    end: float
+    dims: tuple[tuple[int, ...], ...]
+    types: tuple[str, ...]
+
+
+def _shapes(args: dict) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]] | None:
+    """(dims, types) of an op's ``Input Dims`` / ``Input type`` args; None when the trace has no usable shapes."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if dims.__class__ is not list or types.__class__ is not list:
+        return None
+    shapes = tuple(tuple(d) if d.__class__ is list and all(x.__class__ is int and 0 <= x < _I64 for x in d) else ()
+                   for d in dims[:8])
+    return shapes, tuple(t if t.__class__ is str else "" for t in types[:8])
+
+
 class RuntimeCall(NamedTuple):
     """A CUDA/HIP runtime or driver call (cudaLaunchKernel, cuLaunchKernel, cudaStreamSynchronize, ...)."""
 
@@ -245,6 +272,7 @@ class TraceModel:
     collectives: dict[int, CollectiveArgs] = field(default_factory=dict)  # by the kernel's correlation id
     meta_settings: dict = field(default_factory=dict)  # the profiler settings among the top-level keys
     tracelint_record: dict | None = None  # the top-level "tracelint" key written by tracelint.profile
+    shaped_ops: list[ShapedOp] = field(default_factory=list)  # GEMM ops with their input shapes (record_shapes)
     annotations: frozenset = frozenset()  # names of the ops that are user_annotation ranges (record_function)
     # CUPTI range-profiler events (``cuda_profiler_range``, experimental_config profiler_metrics): counters per range
     # or per kernel replay, with no kernel timeline
@@ -406,7 +434,7 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
             else:
                 model.problems[key] = (count, first + offset)
         offset += seen
-    steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, annotations, ranges = lists[:-1]
+    steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, annotations, ranges, shaped = lists[:-1]
     meta = meta_source() if meta_source else {}
     meta = meta if isinstance(meta, dict) else {}
     _read_meta(model, meta)
@@ -419,6 +447,8 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
     _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory)
     model.collectives = {c[0]: CollectiveArgs(*c[1:]) for c in comms if c[0] is not None}
     model.annotations = frozenset(annotations)
+    shaped.sort(key=_by_start)
+    model.shaped_ops = _records(ShapedOp, shaped)
     model.profiler_ranges = len(ranges)
     model.range_counters = tuple(sorted({name for counters in set(ranges) for name in counters}))
     model.meta_problems.extend(_missing_memory_size(model))
@@ -508,11 +538,13 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     """The records of a stream of event chunks, as plain tuples in the field order of the record types (cheap to
     build and to pickle between processes; ``_finish`` makes them records): steps, ops, runtime calls, raw GPU
     events, syncs, frames, memory samples, the collective args of communication kernels (``_collective_args``), the
-    names of annotation ops, the counter names of each CUPTI range-profiler event, and (events seen, {reason:
+    names of annotation ops, the counter names of each CUPTI range-profiler event, the GEMM ops with their input
+    shapes (ShapedOp), and (events seen, {reason:
     [count, index of the first event]}) of the events dropped or partly ignored."""
     names: dict = {}  # str -> str (and a range's counter names -> themselves)
     intern = names.setdefault
-    ops, runtime, gpu_raw, syncs, frames, memory, steps, comms, ranges = ([] for _ in range(9))
+    ops, runtime, gpu_raw, syncs, frames, memory, steps, comms, ranges, shaped = ([] for _ in range(10))
+    gemm_ops = GEMM_OPS
     annotations: set[str] = set()
     stacks: dict[str, str | None] = {}  # "Call stack" arg -> its innermost user frame
     problems: dict[tuple[str, bool], list[int]] = {}
@@ -607,6 +639,8 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                     note("`args.Call stack` not a string", e)
                     stack = None
                 ops.append((intern(name, name), tid, ts, end, None if stack is None else stack_of(stack)))
+                if name in GEMM_OPS and (found := _shapes(args)) is not None:
+                    shaped.append((intern(name, name), tid, ts, end, *found))
                 if kind == _ANNOTATION:
                     annotations.add(name)
             elif kind == _RUNTIME:
@@ -678,6 +712,8 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                         add_op((intern(name, name), tid, ts, ts + dur, stack_of(stack)))
                     else:
                         add_op((intern(name, name), tid, ts, ts + dur, None))
+                    if name in gemm_ops and (found := _shapes(args)) is not None:
+                        shaped.append((intern(name, name), tid, ts + 0.0, ts + dur, *found))
                     if kind == _ANNOTATION:
                         annotations.add(name)
                     continue
@@ -735,7 +771,8 @@ def _collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     gpu_raw.sort(key=itemgetter(4))
     frames.sort(key=itemgetter(1))
     memory.sort(key=itemgetter(0))
-    return (steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, sorted(annotations), ranges,
+    shaped.sort(key=_by_start)
+    return (steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, sorted(annotations), ranges, shaped,
             (seen, {key: tuple(v) for key, v in problems.items()}))
 
 

@@ -1,5 +1,6 @@
 """TL2xx, the input pipeline: a torch DataLoader that loads in the main process (TL201) or without pinned host memory
-(TL202), and a batch of a pinned loader copied to the GPU without ``non_blocking=True`` (TL203).
+(TL202), a batch of a pinned loader copied to the GPU without ``non_blocking=True`` (TL203), and a tensor built on the
+host every step only to be copied to the device (TL204: ``torch.zeros(n).cuda()``).
 
 The three rules judge a loader by what its file shows of its use (``LoaderFacts``, computed once per file after the
 traversal, when every node has its parent):
@@ -24,14 +25,14 @@ from weakref import WeakKeyDictionary
 
 import libcst as cst
 
-from tracelint.engine import Fix
+from tracelint.engine import Edit, Fix
 from tracelint.source import loops
-from tracelint.source.calls import Arguments, call_arguments, is_literal, set_keyword
+from tracelint.source.calls import Arguments, call_arguments, is_literal, literal, set_keyword
 from tracelint.source.context import FileContext, dotted_name, iter_children, iter_descendants
 from tracelint.source.loops import runs_once
 from tracelint.source.rule import SourceRule
 from tracelint.source.values import callee_name, words
-from tracelint.source.vocab import GRAPH_BATCHING, HOST_ATTRS
+from tracelint.source.vocab import FILLED_CREATION, GRAPH_BATCHING, HOST_ATTRS, RANDOM_CREATION
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # Positions in DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory)
@@ -164,6 +165,96 @@ class CopyWithoutNonBlocking(_LoaderRule):
         fix = Fix(f"{verb} non_blocking=True", (set_keyword(self.ctx, node, "non_blocking", "True"),))
         self.report(node, f"`.{method}()` of a batch from a pinned DataLoader without non_blocking=True: the copy "
                           "blocks the host instead of overlapping compute", fix=fix)
+
+
+class TensorBuiltOnHost(SourceRule):
+    code = "TL204"
+    triggers = (".cuda(", ".to(")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
+            return
+        made = func.value
+        if not isinstance(made, cst.Call):
+            return
+        name = self.ctx.qualified_name(made.func) or ""
+        leaf = name[len("torch."):]
+        # Not the constructors of data (``torch.tensor(list)``, ``as_tensor``, ``from_numpy``): their values are on
+        # the host, and ``device=`` copies them all the same.
+        if not name.startswith("torch.") or leaf not in FILLED_CREATION | RANDOM_CREATION:
+            return
+        made_args = call_arguments(self.ctx, made)
+        device = made_args.get("device")
+        if not made_args.known or device is not None and not _is_cpu_literal(device):
+            return  # ``torch.zeros(n, device=d).to(torch.half)``; or ``**kwargs`` that may hold a device
+        target = _move_target(self.ctx, node)
+        if target is _NOT_A_MOVE:
+            return
+        loop = self.step_loop(node)
+        if loop is None or not (loop.on_device or self.facts.device_evidence()):
+            return  # once, outside the steps: a one-time copy costs nothing per step
+        fix = None
+        if target is not None:
+            value = '"cuda"' if target == "" else target
+            edits = (set_keyword(self.ctx, made, "device", value), self._drop_move(made, node))
+            # Random values drawn by the device's generator differ from the host's: a seeded run changes.
+            fix = Fix(f"Create it on the device (device={value})", edits, safe=leaf in FILLED_CREATION)
+        self.report(node, f"`torch.{leaf}(...).{func.attr.value}()` in {loop.description} fills a tensor in host "
+                          "memory and copies it to the device every step (a blocking copy that waits for the GPU); "
+                          "create it on the device with device=", fix=fix)
+
+    def _drop_move(self, made: cst.Call, move: cst.Call) -> Edit:
+        """The Edit that deletes the ``.cuda()`` / ``.to(device)`` after the creation call (``made``)."""
+        end, stop = self.ctx.position(made).end, self.ctx.position(move).end
+        return Edit(end.line, end.column + 1, stop.line, stop.column + 1, "")
+
+
+_NOT_A_MOVE = object()
+# Words of a name that holds a device (``device``, ``args.gpu``, ``local_rank``, ``self.dev``).
+_DEVICE_WORDS = frozenset({"device", "dev", "gpu", "cuda", "rank", "devices"})
+
+
+def _is_cpu_literal(expr: cst.BaseExpression) -> bool:
+    return is_literal(expr, "cpu") or isinstance(expr, cst.Call) and dotted_name(expr.func) == "torch.device" and \
+        bool(expr.args) and is_literal(expr.args[0].value, "cpu")
+
+
+def _move_target(ctx: FileContext, call: cst.Call) -> str | None | object:
+    """What ``call`` (``.cuda(...)`` / ``.to(...)``) moves its receiver to, as code for ``device=``: ``""`` for a
+    bare ``.cuda()``, None when it is a move to a device the fix cannot name in one keyword (``.to(device, dtype)``,
+    ``.to(other_tensor)`` is not a move we can judge: ``_NOT_A_MOVE``), ``_NOT_A_MOVE`` when it is not a move to a
+    device (``.to(torch.float16)``, ``.to("cpu")``)."""
+    args = call_arguments(ctx, call)
+    if not args.known:
+        return _NOT_A_MOVE
+    extra = set(args.keywords) - {"device", "non_blocking"}
+    positional = list(args.positional)
+    if call.func.attr.value == "cuda":
+        target = args.get("device", 0)
+        if target is None:
+            return None if extra else ""
+        return None if extra or len(positional) > 1 else ctx.code_for(target)
+    target = args.get("device", 0)
+    if target is None or not _names_device(ctx, target):
+        return _NOT_A_MOVE
+    return None if extra or len(positional) > 1 else ctx.code_for(target)
+
+
+def _names_device(ctx: FileContext, expr: cst.BaseExpression) -> bool:
+    """``expr`` names a device other than the CPU: ``"cuda"``, ``0``, ``torch.device(...)``, ``x.device``, or a
+    name whose words say device (``device``, ``args.gpu``, ``local_rank``). A tensor (``.to(other)``) or a dtype
+    does not."""
+    if isinstance(expr, cst.SimpleString):
+        return not is_literal(expr, "cpu", "meta") and isinstance(literal(expr), str)
+    if isinstance(expr, cst.Integer):
+        return True
+    if isinstance(expr, cst.Call):
+        return dotted_name(expr.func) == "torch.device" and not _is_cpu_literal(expr)
+    if isinstance(expr, (cst.Name, cst.Attribute)):
+        last = expr.attr.value if isinstance(expr, cst.Attribute) else expr.value
+        return bool(words(last) & _DEVICE_WORDS)
+    return False
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -1,12 +1,14 @@
 """TL3xx, optimizer and memory: ``zero_grad(set_to_none=False)`` keeps zero-filled gradient tensors (TL301: a fill
-kernel per parameter tensor per step)."""
+kernel per parameter tensor per step); a torch optimizer kept off its multi-tensor kernels (TL303: a few kernels per
+parameter tensor per step)."""
 from __future__ import annotations
 
 import libcst as cst
 
 from tracelint.engine import Fix
-from tracelint.source.calls import find_arg, is_literal, remove_argument
+from tracelint.source.calls import call_arguments, find_arg, is_literal, remove_argument, set_keyword
 from tracelint.source.rule import SourceRule
+from tracelint.source.rules.precision import pinned_torch
 
 
 class ZeroGradKeepsGrads(SourceRule):
@@ -52,3 +54,53 @@ def _is_grad(expr: cst.BaseExpression) -> bool:
     while isinstance(expr, cst.Subscript) or (isinstance(expr, cst.Attribute) and expr.attr.value == "data"):
         expr = expr.value  # p.grad[i], p.grad.data
     return isinstance(expr, cst.Attribute) and expr.attr.value == "grad"
+
+
+# torch.optim's optimizers with a multi-tensor (foreach) implementation, the default on CUDA since torch 2.0 unless
+# ``foreach`` or ``fused`` is given; those with a fused CUDA kernel (``fused=True``: Adam/AdamW since 2.0, SGD 2.3).
+FOREACH_OPTIMIZERS = frozenset({"Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
+                                "ASGD", "Rprop"})
+FUSED_OPTIMIZERS = frozenset({"Adam", "AdamW", "SGD"})
+FOREACH_DEFAULT_SINCE = (2, 0)
+_SHARDING = ("FSDP", "FullyShardedDataParallel", "fully_shard")
+FOREACH_ARGUMENT_SINCE = (1, 12)
+
+
+class OptimizerWithoutForeach(SourceRule):
+    """``torch.optim.X(..., foreach=False)``, or ``fused=False`` without ``foreach`` (torch then takes neither fast
+    path), or, where the project pins a torch before 2.0, an optimizer without ``foreach=True``."""
+
+    code = "TL303"
+    triggers = tuple(sorted(FOREACH_OPTIMIZERS))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.ctx.qualified_name(node.func) or ""
+        module, _, optimizer = name.rpartition(".")
+        if optimizer not in FOREACH_OPTIMIZERS or not module.startswith("torch.optim"):
+            return
+        args = call_arguments(self.ctx, node)
+        foreach, fused = args.get("foreach"), args.get("fused")
+        if is_literal(args.get("differentiable"), True) or is_literal(fused, True):
+            return  # no multi-tensor path for a differentiable step; fused=True is the fastest one
+        if any(self.ctx.mentions(word) for word in _SHARDING):
+            return  # FSDP's flat parameters: a short loop over a few large tensors, foreach=False to save memory
+        hint = " (or fused=True, on CUDA)" if optimizer in FUSED_OPTIMIZERS else ""
+        if is_literal(foreach, False) or (foreach is None and is_literal(fused, False)):
+            key = "foreach" if foreach is not None else "fused"
+            arg = find_arg(node, key)  # None: set in a **kwargs dict
+            given = "foreach=False" if foreach is not None else "fused=False without foreach"
+            fix = Fix(f"Remove {key}=False (torch's default: the multi-tensor path on CUDA)",
+                      (remove_argument(self.ctx, node, arg),)) if arg is not None else None
+            self.report(node, f"`{optimizer}` with {given} updates the parameters one tensor at a time: a few small "
+                              "kernels per parameter tensor every step instead of a few multi-tensor kernels for all "
+                              f"of them; use the default foreach path{hint}", fix=fix)
+            return
+        pinned = pinned_torch(self.ctx.path)
+        if foreach is None and fused is None and args.known and pinned is not None and pinned < FOREACH_DEFAULT_SINCE:
+            version = ".".join(map(str, pinned))
+            fix = Fix("Add foreach=True", (set_keyword(self.ctx, node, "foreach", "True"),)) \
+                if pinned >= FOREACH_ARGUMENT_SINCE else None
+            advice = "pass foreach=True" if fix else "upgrade torch (2.0 uses the multi-tensor path by default)"
+            self.report(node, f"`{optimizer}` on the pinned torch {version} updates the parameters one tensor at a "
+                              "time (foreach is off by default before torch 2.0): a few small kernels per parameter "
+                              f"tensor every step; {advice}", fix=fix)

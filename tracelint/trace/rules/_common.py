@@ -4,6 +4,7 @@ Thresholds are ``config.threshold(KEY)``: declared in the rule's rules/ file (tr
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +20,22 @@ def finding(rule, message: str, location: Location, **details) -> Finding:
 
         severity = Severity.WARNING
     return Finding(rule.code, severity, message, location, details=tuple(details.items()))
+
+
+def launched_under(analysis, tid: object, start: float, end: float) -> list:
+    """The GPU events of the analysed device whose launch call starts on host thread ``tid`` within [start, end]:
+    the work a CPU op or annotation launched (an index by thread is built once per analysis)."""
+    starts, events = analysis.memo("launches-by-thread", _launch_index).get(tid, ([], []))
+    return events[bisect_left(starts, start):bisect_right(starts, end)]
+
+
+def _launch_index(analysis) -> dict[object, tuple[list[float], list]]:
+    index: dict[object, tuple[list[float], list]] = {}
+    for g in sorted((g for g in analysis.gpu_events if g.launch is not None), key=lambda g: g.launch.start):
+        starts, events = index.setdefault(g.launch.tid, ([], []))
+        starts.append(g.launch.start)
+        events.append(g)
+    return index
 
 
 def ms(us: float | None) -> str:

@@ -1,26 +1,20 @@
-"""Optimizer and memory: zero-filled gradients every step (TL301's twin) and device memory left unused (TL302)."""
+"""Optimizer and memory: zero-filled gradients every step (TL301's twin), device memory left unused (TL302), and an
+optimizer step of per-tensor kernels (TL303's twin)."""
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import replace
 
 from tracelint.engine import Config, Finding
 from tracelint.engine import metrics as M
 from tracelint.trace.metrics import TraceAnalysis
-from tracelint.trace.model import GpuEvent
+from tracelint.trace.model import KERNEL
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, mib, ms, pct, refine_source
+from tracelint.trace.rules._common import finding, launched_under, mib, ms, pct, refine_source
 from tracelint.trace.verdict import CPU_BOUND, Verdict
 
 _ZERO_GRAD = re.compile(r"zero_grad\(")
-
-
-def _launched_under(analysis: TraceAnalysis, tid: object, start: float, end: float,
-                    index: dict[object, tuple[list[float], list[GpuEvent]]]) -> list[GpuEvent]:
-    starts, events = index.get(tid, ([], []))
-    return events[bisect_left(starts, start):bisect_right(starts, end)]
 
 
 class ZeroGradKeepsGrads(TraceRule):
@@ -34,15 +28,10 @@ class ZeroGradKeepsGrads(TraceRule):
                       model.step_at(o.start) is not None]
         if not zero_grads:
             return
-        index: dict[object, tuple[list[float], list[GpuEvent]]] = {}
-        for g in sorted((g for g in analysis.gpu_events if g.launch is not None), key=lambda g: g.launch.start):
-            starts, events = index.setdefault(g.launch.tid, ([], []))
-            starts.append(g.launch.start)
-            events.append(g)
         n_steps = len(model.steps) or 1
         steps, fills, gpu_us, first = set(), 0, 0.0, None
         for op in zero_grads:
-            work = _launched_under(analysis, op.tid, op.start, op.end, index)
+            work = launched_under(analysis, op.tid, op.start, op.end)
             if work:
                 steps.add(model.step_at(op.start))
                 fills += len(work)
@@ -87,3 +76,47 @@ class DeviceMemoryUnused(TraceRule):
                    "and keep the GPU busier")
         yield finding(self, message, analysis.location(event="[memory]"), peak_memory_bytes=peak,
                       device_memory_bytes=total, gpu_busy_pct=busy)
+
+
+_STEP_RE = re.compile(r"optimizer\.step\(|\.step\(")
+# Kernels of the multi-tensor (foreach) and fused optimizer paths: torch's multi_tensor_apply_kernel (its fused Adam
+# and SGD too), apex's, and fused kernels by name.
+_MULTI_TENSOR = re.compile(r"multi_tensor|foreach|fused", re.I)
+
+
+class OptimizerWithoutForeach(TraceRule):
+    """Many kernels per step under ``Optimizer.step#*`` that are not multi-tensor or fused: the per-tensor loop."""
+
+    code = "TL303"
+
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
+        model = analysis.model
+        steps_ops = [o for o in model.ops if o.name.startswith("Optimizer.step#") and
+                     model.step_at(o.start) is not None]
+        if not steps_ops:
+            return
+        seen: set[int] = set()  # an event launched under nested step ranges (a wrapper's and the optimizer's) once
+        per_tensor, host_us, first = [], 0.0, None
+        for op in steps_ops:
+            work = [g for g in launched_under(analysis, op.tid, op.start, op.end)
+                    if g.kind == KERNEL and id(g) not in seen]
+            seen.update(map(id, work))
+            single = [g for g in work if not _MULTI_TENSOR.search(g.name)]
+            if single:
+                per_tensor += single
+                host_us += op.end - op.start
+                first = first or op
+        n_steps = len(model.steps) or 1
+        per_step = len(per_tensor) / n_steps
+        if per_step < config.threshold("optimizer-per-tensor-kernels-min-per-step"):
+            return
+        gpu_us = sum(g.end - g.start for g in per_tensor)
+        message = (f"`{first.name}` launches {per_step:.0f} per-tensor kernels per step (mean "
+                   f"{ms(gpu_us / len(per_tensor))} each, {ms(host_us / n_steps)} of host time in the step range per "
+                   "step) and no multi-tensor kernel for them: the optimizer runs its for-loop implementation "
+                   "(foreach=False, fused=False, or a torch before 2.0); use the default foreach path or fused=True")
+        loc = analysis.location(step=model.step_at(first.start), op=first)
+        loc = replace(loc, source=refine_source(loc.source, analysis.path, _STEP_RE, config.root if config else None))
+        yield finding(self, message, loc, per_tensor_kernels_per_step=round(per_step, 1),
+                      per_tensor_gpu_us_per_step=round(gpu_us / n_steps, 1),
+                      optimizer_host_us_per_step=round(host_us / n_steps, 1))

@@ -1,5 +1,6 @@
-"""Precision and Tensor Cores: fp32 matmul/conv time on the CUDA cores of a GPU that has Tensor Cores (TL401), and
-attention computed by separate matmul and softmax kernels instead of a fused Tensor Core kernel (TL402)."""
+"""Precision and Tensor Cores: fp32 matmul/conv time on the CUDA cores of a GPU that has Tensor Cores (TL401),
+attention computed by separate matmul and softmax kernels instead of a fused Tensor Core kernel (TL402), and fp16/bf16
+GEMMs whose shapes miss the Tensor Core tiles (TL404)."""
 from __future__ import annotations
 
 import re
@@ -11,9 +12,9 @@ from tracelint.engine import Config, Finding
 from tracelint.engine import metrics as M
 from tracelint.trace.kernels import name_arch
 from tracelint.trace.metrics import TraceAnalysis
-from tracelint.trace.model import KERNEL
+from tracelint.trace.model import KERNEL, ShapedOp
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, ms, pct
+from tracelint.trace.rules._common import finding, launched_under, ms, pct
 from tracelint.trace.verdict import Verdict
 
 
@@ -127,3 +128,89 @@ class UnfusedAttention(TraceRule):
                                 tid=launch.tid if launch else None)
         yield finding(self, message, loc, softmax_per_step=round(per_step, 1),
                       softmax_pct_of_kernel_time=round(share, 2), softmax_us_per_step=round(softmax_us / steps, 1))
+
+
+TILE = 8  # fp16/bf16 Tensor Core GEMMs want M, N and K multiples of 8 (16 bytes)
+_HALF_TYPES = frozenset({"c10::Half", "c10::BFloat16", "Half", "BFloat16"})
+
+
+def gemm_shape(op: ShapedOp) -> tuple[int, int, int] | None:
+    """(M, N, K) of a GEMM op from its ``Input Dims``; None when its inputs are not fp16/bf16 matrices."""
+    dims, types = op.dims, op.types
+    name = op.name
+    first = 1 if name in ("aten::addmm", "aten::baddbmm") else 0  # the bias (or input) comes first
+    if len(dims) < first + 2 or len(types) < first + 2 or \
+            not (types[first] in _HALF_TYPES and types[first + 1] in _HALF_TYPES):
+        return None
+    a, b = dims[first], dims[first + 1]
+    if len(a) < 2 or not b:
+        return None
+    if name == "aten::linear":  # input [..., K] times weight [N, K] transposed
+        if len(b) != 2:
+            return None
+        m = 1
+        for size in a[:-1]:
+            m *= size
+        return m, b[0], a[-1]
+    if len(b) < 2:
+        return None
+    return a[-2], b[-1], a[-1]
+
+
+def _innermost(ops: list[ShapedOp]) -> list[ShapedOp]:
+    """The GEMM ops that contain no other one on their thread (``aten::linear`` around ``aten::addmm``: the addmm)."""
+    by_tid: dict[object, list[ShapedOp]] = {}
+    for op in ops:
+        by_tid.setdefault(op.tid, []).append(op)
+    kept = []
+    for items in by_tid.values():
+        for i, op in enumerate(items):
+            if i + 1 < len(items) and items[i + 1].start < op.end:
+                continue  # the next GEMM op on this thread starts inside it
+            kept.append(op)
+    return kept
+
+
+class GemmShapeOffTensorCoreTiles(TraceRule):
+    """fp16/bf16 GEMM ops (record_shapes) with M, N or K not a multiple of 8, on a share of the GEMM time."""
+
+    code = "TL404"
+
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
+        model = analysis.model
+        if not model.shaped_ops:
+            return  # recorded without record_shapes=True
+        total, off = 0.0, {}
+        for op in _innermost(model.shaped_ops):
+            shape = gemm_shape(op)
+            if shape is None:
+                continue
+            kernels = [g for g in launched_under(analysis, op.tid, op.start, op.end)
+                       if g.kind == KERNEL and g.step is not None]
+            us = sum(g.end - g.start for g in kernels)
+            total += us
+            if us and any(size % TILE for size in shape):
+                entry = off.setdefault((op.name, op.dims[:3], shape), [0.0, op, kernels[0]])
+                entry[0] += us
+        if not off or not total:
+            return
+        arch = _arch(analysis, (g.name for g in analysis.gpu_events[:2000] if g.kind == KERNEL))
+        if arch is not None and arch < 7:
+            return  # no Tensor Cores
+        off_us = sum(entry[0] for entry in off.values())
+        share = 100.0 * off_us / total
+        if share < config.threshold("gemm-off-tile-min-pct"):
+            return
+        n_steps = len(model.steps) or 1
+        ranked = sorted(off.items(), key=lambda kv: -kv[1][0])
+        (name, dims, (m, n, k)), (top_us, op, kernel) = ranked[0]
+        odd = ", ".join(f"{label}={size}" for label, size in (("M", m), ("N", n), ("K", k)) if size % TILE)
+        shapes = " x ".join(str(list(d)) for d in dims if d)
+        message = (f"fp16/bf16 GEMMs with a dimension that is not a multiple of {TILE} take {pct(share)} of the GEMM "
+                   f"time ({ms(off_us / n_steps)} per step): they miss the Tensor Core tiles; largest: `{name}` "
+                   f"{shapes} ({odd}), {ms(top_us / n_steps)} per step. Pad the dimension to a multiple of {TILE} (64 "
+                   "is better: a vocabulary of 50257 becomes 50304)")
+        loc = analysis.location(step=kernel.step, start=op.start, end=op.end, event=name, tid=op.tid)
+        yield finding(self, message, loc, off_tile_pct_of_gemm_time=round(share, 2),
+                      off_tile_us_per_step=round(off_us / n_steps, 1), off_tile_shapes=len(ranked),
+                      largest=f"{name} {shapes}", largest_us_per_step=round(top_us / n_steps, 1))

@@ -60,7 +60,7 @@ class SyncSite:
     steps: set = field(default_factory=set)
 
 
-def _enclosing(analysis: TraceAnalysis, tid: object, ts: float) -> list[Op]:
+def enclosing_ops(analysis: TraceAnalysis, tid: object, ts: float) -> list[Op]:
     """The CPU ops on ``tid`` that contain host time ``ts``, innermost first."""
     starts, ops = analysis.model.ops_on(tid)
     out = []
@@ -129,7 +129,7 @@ def _sync_sites(analysis: TraceAnalysis) -> list[SyncSite]:
         step = model.step_at(call.start)
         if step is None:
             continue
-        chain = _enclosing(analysis, call.tid, call.start)
+        chain = enclosing_ops(analysis, call.tid, call.start)
         kind = _classify(chain, call, copies.get(call.tid, ([], [])))
         if kind is None:
             continue
