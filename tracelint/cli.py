@@ -95,6 +95,15 @@ _TRACE = (
     click.option("--threshold", "thresholds", multiple=True, metavar="KEY=VALUE",
                  help="A trace gate threshold, e.g. min-gpu-busy-pct=80 (overrides [tool.tracelint.trace])."),
     click.option("--verbose", "-v", is_flag=True, help="List every metric of every trace and rank."),
+    click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+                 help="Processes that analyze the trace files, one file each at a time (default: one per core; "
+                      "1: this process)."),
+    click.option("--dask-scheduler", default=None, metavar="ADDRESS", envvar="TRACELINT_DASK_SCHEDULER",
+                 help="Analyze the trace files on this running Dask cluster instead; its workers read them by path "
+                      "(shared storage) or fsspec URL (s3://, gs://). Env: TRACELINT_DASK_SCHEDULER."),
+    click.option("--annotate", type=click.Path(dir_okay=False, writable=True), default=None, metavar="OUT.json.gz",
+                 help="Also write a copy of the trace with tracelint's reading added as tracks (idle gaps by cause, "
+                      "findings, host syncs) for Perfetto UI and chrome://tracing; one trace file only."),
 )
 _SOURCE = (
     click.option("--fix", is_flag=True, help="Apply safe fixes to source files (atomically)."),
@@ -154,7 +163,7 @@ def _overrides(config: Config, select, ignore, fail_on, thresholds, exclude=None
 
 def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path, output, exclude=(), quiet=False,
          statistics=False, show_source=False, thresholds=(), verbose=False, fix=False, unsafe_fixes=False,
-         show_diff=False, stdin_filename=None, watch=False) -> None:
+         show_diff=False, stdin_filename=None, watch=False, annotate=None, jobs=None, dask_scheduler=None) -> None:
     try:
         base = _base_config(config_path if config_path or not stdin_filename else None,
                             near=Path(stdin_filename).parent if stdin_filename else None)
@@ -180,16 +189,34 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
                                   output, view)
             from tracelint.runner import run_paths
 
-            return run_paths([Path(p) for p in paths], mode=mode, fix=fixing, unsafe_fixes=unsafe_fixes,
-                             configure=configure, progress=progress_enabled() and not watch)
+            return run_paths(list(paths), mode=mode, fix=fixing, unsafe_fixes=unsafe_fixes, configure=configure,
+                             progress=progress_enabled() and not watch, jobs=jobs, scheduler=dask_scheduler)
         except ConfigError as exc:  # a pyproject.toml found next to one of the files
             raise click.UsageError(str(exc)) from None
 
     if watch:
         _watch(once, paths, config, lambda result: _report(result, fmt, output, view, show_diff))
+    if annotate and (len(paths) != 1 or not Path(paths[0]).is_file()):
+        raise click.UsageError("--annotate writes a copy of one trace: give one trace file")
+    if dask_scheduler:
+        from tracelint.trace.pool import DASK_MISSING, dask_installed
+
+        if not dask_installed():
+            say(f"error: --dask-scheduler {DASK_MISSING}")
+            sys.exit(EXIT_ERROR)
     result = once()
     if "-" not in paths:
         _report(result, fmt, output, view, show_diff)
+    if annotate and not result.errors:
+        from tracelint.trace.annotate import AnnotateError, annotate_trace
+
+        try:
+            done = annotate_trace(paths[0], annotate, config=config)
+        except (AnnotateError, OSError) as exc:
+            say(f"error: --annotate: {exc}")
+            sys.exit(EXIT_ERROR)
+        say(f"tracelint: wrote {done.path} ({done.gaps} idle gaps, {done.findings} findings, {done.flows} sync "
+            "arrows on the tracelint tracks)")
     if show_diff:
         sys.exit(result.exit_code() if result.errors else EXIT_FINDINGS if result.diffs_of_fixes else EXIT_CLEAN)
     sys.exit(result.exit_code(config.fail_on, exit_zero))

@@ -1,6 +1,7 @@
 """One run over many paths: sends each to the half that reads it and gathers a RunResult.
 
-A bad file becomes an InputError in the result; it never stops the other files.
+A bad file becomes an InputError in the result; it never stops the other files. A URL (``s3://bucket/job/``) is a
+trace path (tracelint.trace.pool).
 """
 from __future__ import annotations
 
@@ -9,22 +10,34 @@ from pathlib import Path
 
 from tracelint.engine import Config, FileChecked, Finding, InputError, RunResult, find_config
 from tracelint.trace.files import Skipped, is_trace_name, traces_in
+from tracelint.trace.pool import is_url
 
 
 def run_paths(
-    paths: Iterable[Path],
+    paths: Iterable[Path | str],
     *,
     mode: str = "auto",
     fix: bool | str = False,
     unsafe_fixes: bool = False,
     configure: Callable[[Config | None], Config] = lambda c: c or Config(),
     progress: bool = False,
+    jobs: int | None = None,
+    scheduler: str | None = None,
 ) -> RunResult:
-    """Lint (mode "source"), analyze (mode "trace"), or each path by its type (mode "auto")."""
+    """Lint (mode "source"), analyze (mode "trace"), or each path by its type (mode "auto"). ``jobs``: processes
+    that analyze the trace files (None: one per core; 1: this one); ``scheduler``: a Dask scheduler's address to
+    analyze them on instead (tracelint.trace.analyze.analyze_paths)."""
     result = RunResult()
     source_paths: list[Path] = []
-    trace_paths: list[Path] = []
-    for path in paths:
+    trace_paths: list[Path | str] = []
+    for raw in paths:
+        if is_url(raw):  # read by the trace half, through fsspec, where it is analyzed
+            if mode == "source":
+                result.errors.append(InputError(raw, "a URL is read as a trace: use `tracelint trace`"))
+            else:
+                trace_paths.append(raw)
+            continue
+        path = Path(raw)
         try:
             if not path.exists():
                 result.errors.append(InputError(str(path), "no such file or directory"))
@@ -66,7 +79,8 @@ def run_paths(
 
         config = configure(find_config(Path.cwd().resolve()))
         try:
-            for item in analyze_paths(trace_paths, config=config, progress=progress):
+            for item in analyze_paths(trace_paths, config=config, progress=progress, jobs=jobs, scheduler=scheduler,
+                                      keep_analyses=False):
                 if isinstance(item, Report):
                     result.traces.extend(item.summaries)
                     result.findings.extend(item.findings)

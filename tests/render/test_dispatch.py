@@ -8,7 +8,7 @@ from tracelint.render import formats, render
 
 
 def test_formats_are_discovered_from_modules():
-    assert formats() == ("github", "gitlab", "json", "markdown", "sarif", "text")
+    assert formats() == ("github", "gitlab", "html", "json", "markdown", "sarif", "text")
 
 
 def test_unknown_format_is_a_value_error():
@@ -16,7 +16,7 @@ def test_unknown_format_is_a_value_error():
         render(RunResult(), "xml")
 
 
-@pytest.mark.parametrize("fmt", ["github", "gitlab", "json", "markdown", "sarif", "text"])
+@pytest.mark.parametrize("fmt", ["github", "gitlab", "html", "json", "markdown", "sarif", "text"])
 def test_every_format_renders_every_kind_of_input(fmt, full_result):
     text = render(full_result, fmt)
     assert isinstance(text, str) and text.endswith("\n")

@@ -43,6 +43,8 @@ class TraceSummary:
     rank: int | None = None
     warnings: tuple[str, ...] = ()
     profiler: dict | None = field(default=None, hash=False)  # what the profiler recorded (tracelint.trace.recording)
+    # What the HTML report charts (tracelint.trace.timeline): bounded, not part of equality or of the JSON report.
+    timeline: dict | None = field(default=None, hash=False, compare=False, repr=False)
 
 
 @dataclass

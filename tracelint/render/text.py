@@ -436,6 +436,13 @@ def rank_table(ranks: list[TraceSummary], indent: str = "  ") -> list[str]:
     ranks (ms)."""
     from tabulate import tabulate
 
+    text = tabulate(rank_rows(ranks), headers=RANK_COLUMNS, tablefmt="simple", disable_numparse=True,
+                    colalign=("right", "left", *("right",) * 7))
+    return [indent + line.rstrip() for line in text.splitlines()]
+
+
+def rank_rows(ranks: list[TraceSummary]) -> list[tuple]:
+    """The rows of ``rank_table`` (``RANK_COLUMNS``), by rank: the text and HTML reports lay them out."""
     def per_step(m: dict, value) -> str:
         return "–" if value is None else f"{value / max(1, M.STEPS.of(m) or 1) / 1000:.1f}"
 
@@ -451,9 +458,7 @@ def rank_table(ranks: list[TraceSummary], indent: str = "  ") -> list[str]:
                      share(M.COMPUTE_BUSY_PCT.of(m)), per_step(m, M.COMM_TIME_US.of(m)),
                      share(M.COMM_OVERLAP_PCT.of(m)), per_step(m, M.EXPOSED_COMM_US.of(m)),
                      "–" if wait is None else f"{wait / 1000:.1f}"))
-    text = tabulate(rows, headers=RANK_COLUMNS, tablefmt="simple", disable_numparse=True,
-                    colalign=("right", "left", *("right",) * 7))
-    return [indent + line.rstrip() for line in text.splitlines()]
+    return rows
 
 
 def plain_finding(finding: Finding) -> str:

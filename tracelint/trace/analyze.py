@@ -5,32 +5,43 @@ a CPU-only trace, whose verdict is ``unknown`` — then runs every discovered Tr
 
 ``analyze_paths(paths)`` reads many: a file gives one Report; a directory one per trace in it (the rule of
 tracelint.trace.files, which also names the JSON files it skipped). Files that sit in one directory and look like
-the ranks of one job (same world size, distinct ranks, profiled within ten minutes of each other) are read together
-before they are judged: their collectives are matched and each rank's wait for its peers measured
-(tracelint.trace.job), so a rank's verdict can say whom it waits for. Their Reports are followed by one more for the
+the ranks of one job (same world size, distinct ranks, profiled within ten minutes of each other) are judged
+together: their collectives are matched and each rank's wait for its peers measured (tracelint.trace.job), so a
+rank's verdict can say whom it waits for. Their Reports are followed by one more for the
 directory, the job summary: its verdict is the straggler's when the job has one (it is what to fix), else the
 slowest rank's (largest mean step time); its metrics give the spread across ranks, and its findings are the job
 rules' (TL602).
 An unreadable file becomes an InputError, never an exception; so does a bug met while reading, measuring or
 judging one file ("internal error while analyzing: ..."): the other files are still analyzed, and a job whose
-summary fails keeps its ranks' Reports.
+summary fails keeps its ranks' Reports. A job summary names the ranks of the world size that have no Report.
+
+**Many files, bounded memory.** Each file is read, measured and judged as if alone by ``analyze_file``, in this
+process, in worker processes or on a Dask cluster (tracelint.trace.pool): one trace per worker at a time, and what
+comes back is small — its Report (without the analyses) and its digest for the job (tracelint.trace.job.RankDigest,
+no events). The parent groups the digests into jobs and judges again only what the job changes for a rank: its
+headline device's ``comm_wait_us``, the evidence of its verdict (``decide`` with its wait) and the findings of the
+rules that define ``in_job(finding, metrics, config)`` (TL601: the wait is not the rank's own exposed
+communication). Peak memory is the workers times the largest single analysis, not the job's size.
 """
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tracelint.engine import Config, Finding, InputError, TraceSummary, discover
 from tracelint.engine import metrics as M
-from tracelint.trace.files import Skipped, traces_in
-from tracelint.trace.job import Job, analyze_job
+from tracelint.trace import pool
+from tracelint.trace.files import Skipped
+from tracelint.trace.job import Job, RankDigest, RankWait, analyze_job, digest_of
 from tracelint.trace.load import NotATrace, TraceReadError, open_trace
 from tracelint.trace.metrics import TraceAnalysis, analyze_device
 from tracelint.trace.model import TraceModel, build_model, problem_warnings
 from tracelint.trace.rule import JobRule, TraceRule
+from tracelint.trace.timeline import timeline_of
 from tracelint.trace.verdict import Verdict, decide
 
 _SAME_JOB_SECONDS = 600.0
@@ -44,7 +55,9 @@ class Report:
     summaries: list[TraceSummary]
     findings: list[Finding] = field(default_factory=list)
     warnings: tuple[str, ...] = ()
-    analyses: list[TraceAnalysis] = field(default_factory=list, repr=False)  # empty for a rank summary
+    # Empty for a job summary, and for a rank analyzed in a worker process (or with keep_analyses=False).
+    analyses: list[TraceAnalysis] = field(default_factory=list, repr=False)
+    truncated: bool = False  # the file ends early (a killed run): its last step is partial
 
     @property
     def verdict(self) -> str:
@@ -58,14 +71,16 @@ class Report:
     def metrics(self) -> dict:
         return self.summaries[0].metrics
 
-    @property
-    def truncated(self) -> bool:
-        return any(a.truncated for a in self.analyses)
+    def _repr_html_(self) -> str:
+        """Jupyter shows a Report as the HTML report (tracelint.render.html), isolated in an iframe."""
+        from tracelint.render.html import notebook_frame
+
+        return notebook_frame(self.summaries, self.findings)
 
 
 @dataclass(slots=True)
 class _Read:
-    """One trace file read and its devices measured, not yet judged (verdicts and rules wait for the job)."""
+    """One trace file read and its devices measured, not yet judged."""
 
     path: str
     analyses: list[TraceAnalysis]
@@ -78,10 +93,11 @@ def analyze_trace(path, *, config: Config | None = None, progress=None) -> Repor
 
     ``progress(done_bytes, total_bytes)``, when given, is called as the events are read."""
     config = config or Config()
-    return _judge(_read(path, config, progress), config)
+    return _judge(_read(path, config, progress), config)[0]
 
 
-def _read(path, config: Config, progress=None) -> _Read:
+def _read(path, config: Config, progress=None, name: str | None = None) -> _Read:
+    """``name``: the path the Report gives, when ``path`` is a local copy of it (a URL's)."""
     path = Path(path)
     trace = open_trace(path, progress=progress)
     # The model is a million small acyclic tuples: the cyclic garbage collector would rescan them over and over
@@ -97,7 +113,7 @@ def _read(path, config: Config, progress=None) -> _Read:
             raise TraceReadError(trace.warnings[0] if trace.truncated and trace.warnings
                                  else "empty trace: traceEvents holds no events")
         warnings = list(trace.warnings) + problem_warnings(model)
-        return _measure(str(path), model, config, tuple(warnings), trace.truncated)
+        return _measure(name or str(path), model, config, tuple(warnings), trace.truncated)
     finally:
         if gc_was_enabled:
             _promote_all()
@@ -120,7 +136,7 @@ def report_from_model(path: str, model: TraceModel, *, config: Config | None = N
                       truncated: bool = False) -> Report:
     """The Report of an already built model (tests build models from event lists)."""
     config = config or Config()
-    return _judge(_measure(path, model, config, warnings, truncated), config)
+    return _judge(_measure(path, model, config, warnings, truncated), config)[0]
 
 
 def _measure(path: str, model: TraceModel, config: Config, warnings: tuple[str, ...], truncated: bool) -> _Read:
@@ -131,18 +147,17 @@ def _measure(path: str, model: TraceModel, config: Config, warnings: tuple[str, 
     return _Read(path, analyses, warnings, truncated)
 
 
-def _judge(read: _Read, config: Config, job: Job | None = None) -> Report:
-    """Verdicts and findings of a measured file; ``job``: the job its rank belongs to, when its peers were read."""
-    waits = job.waits if job is not None else {}
+def _judge(read: _Read, config: Config, wait: RankWait | None = None) -> tuple[Report, tuple[int, ...]]:
+    """Verdicts and findings of a measured file, and the indexes of the findings its job may change (those of its
+    headline device whose rule has ``in_job``); ``wait``: its headline device's wait for its peers, when known."""
     verdicts = [decide(a.metrics, config, cpu_only=a.device is None, truncated=read.truncated,
-                       wait=waits.get(a.rank) if job is not None and job.analyses.get(a.rank) is a else None,
-                       recording=a.recording)
-                for a in read.analyses]
-    findings = _run_rules(read.analyses, verdicts, config)
+                       wait=wait if i == 0 else None, recording=a.recording)
+                for i, a in enumerate(read.analyses)]
+    findings, in_job = _run_rules(read.analyses, verdicts, config)
     summaries = [TraceSummary(read.path, v.kind, v.evidence, a.metrics, rank=a.rank, warnings=read.warnings,
-                              profiler=a.recording.as_dict())
+                              profiler=a.recording.as_dict(), timeline=timeline_of(a))
                  for a, v in zip(read.analyses, verdicts, strict=True)]
-    return Report(read.path, summaries, findings, read.warnings, read.analyses)
+    return Report(read.path, summaries, findings, read.warnings, read.analyses, read.truncated), in_job
 
 
 def _devices_by_activity(model: TraceModel) -> list[int]:
@@ -157,24 +172,89 @@ def _rules(config: Config, base: type) -> list:
     return [cls() for cls in discover("tracelint.trace.rules", base) if config.enabled(cls.code)]
 
 
-def _run_rules(analyses: list[TraceAnalysis], verdicts: list[Verdict], config: Config) -> list[Finding]:
+def _run_rules(analyses: list[TraceAnalysis], verdicts: list[Verdict],
+               config: Config) -> tuple[list[Finding], tuple[int, ...]]:
     rules = [rule for rule in _rules(config, TraceRule) if not isinstance(rule, JobRule)]
     seen: set[tuple] = set()
-    findings: list[Finding] = []
+    found: list[tuple[Finding, bool]] = []  # and whether the job may change it
 
-    def add(finding: Finding) -> None:
+    def add(finding: Finding, in_job: bool) -> None:
         kept = config.apply(finding)
         key = (finding.code, finding.location, finding.message)
         if kept is not None and key not in seen:  # file-level rules fire once per device: keep one
             seen.add(key)
-            findings.append(kept)
+            found.append((kept, in_job))
 
-    for analysis, verdict in zip(analyses, verdicts, strict=True):
+    for i, (analysis, verdict) in enumerate(zip(analyses, verdicts, strict=True)):
         for rule in rules:
             for finding in rule.check(analysis, verdict, config):
-                add(finding)
+                add(finding, i == 0 and hasattr(rule, "in_job"))
+    found.sort(key=lambda item: Finding.sort_key(item[0]))
+    return [f for f, _ in found], tuple(i for i, (_, in_job) in enumerate(found) if in_job)
+
+
+@dataclass(frozen=True, slots=True)
+class Analyzed:
+    """One trace file judged as if alone, as ``analyze_file`` returns it from a worker: its Report, the digest its
+    job reads, and the indexes of the Report's findings that the job may change."""
+
+    report: Report
+    digest: RankDigest
+    in_job: tuple[int, ...]
+
+
+def analyze_file(path: str, config: Config, searched: bool = False, keep_analyses: bool = False,
+                 progress: bool = False) -> Analyzed | InputError | Skipped:
+    """The per-file work of ``analyze_paths``, run where the file is read (this process, a worker process, a Dask
+    worker): never raises; ``path`` may be an fsspec URL (read through a local copy); ``searched``: found by a
+    folder search (a JSON file that is not a trace is then Skipped, not an error)."""
+    line = _ProgressLine(Path(path)) if progress else None
+    try:
+        with pool.local_copy(path) as local:
+            read = _read(local, config, progress=line, name=path)
+        report, in_job = _judge(read, config)
+        digest = digest_of(read.analyses[0], read.truncated)
+        if not keep_analyses:
+            report = replace(report, analyses=[])
+        return Analyzed(report, digest, in_job)
+    except NotATrace as exc:
+        # found by a folder search, other JSON is no error (tracelint.trace.files); named by the user, it is
+        return Skipped(path, str(exc)) if searched else InputError(path, str(exc))
+    except TraceReadError as exc:
+        return InputError(path, str(exc))
+    except OSError as exc:
+        return InputError(path, exc.strerror or str(exc))
+    except MemoryError:
+        return InputError(path, "out of memory while analyzing (see TRACELINT_MAX_TRACE_BYTES)")
+    except Exception as exc:  # a bug: this file's error, never the whole run's
+        return internal_error(path, exc)
+    finally:
+        if line is not None:
+            line.finish()
+
+
+def _in_job(done: Analyzed, job: Job, config: Config) -> Report:
+    """A rank's Report as its job sees it. The job changes only its headline device: the wait for its peers is set
+    in its metrics (``comm_wait_us``), names whom it waits for in a comm-bound verdict, and is no longer counted as
+    its own exposed communication by the rules with ``in_job``."""
+    d, report = done.digest, done.report
+    wait = job.waits.get(d.rank)
+    if wait is None:  # its collectives were not matched: what it was alone
+        return report
+    head = report.summaries[0]
+    head.metrics[M.COMM_WAIT_US.name] = wait.wait_us
+    verdict = decide(head.metrics, config, cpu_only=d.cpu_only, truncated=d.truncated, wait=wait,
+                     recording=d.recording)
+    summaries = [replace(head, verdict=verdict.kind, evidence=verdict.evidence), *report.summaries[1:]]
+    findings: list[Finding] = []
+    for i, finding in enumerate(report.findings):
+        if i in done.in_job:
+            rule = next(r for r in _rules(config, TraceRule) if r.code == finding.code)
+            finding = rule.in_job(finding, head.metrics, config)
+        if finding is not None:
+            findings.append(finding)
     findings.sort(key=Finding.sort_key)
-    return findings
+    return replace(report, summaries=summaries, findings=findings)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -205,82 +285,139 @@ class _ProgressLine:
             print(f"\rtracelint: read {self.name}" + " " * 30, file=sys.stderr, flush=True)
 
 
-def analyze_paths(paths: Iterable, *, config: Config | None = None,
-                  progress: bool = False) -> Iterator[Report | InputError | Skipped]:
+# Below this many bytes in all, files are analyzed in this process: starting worker processes costs more than
+# the second core saves (measured: bench/bench_job.py; forking a pool and collecting results ~0.05 s).
+POOL_MIN_BYTES = 16 << 20
+
+
+def analyze_paths(paths: Iterable, *, config: Config | None = None, progress: bool = False, jobs: int | None = 1,
+                  scheduler: str | None = None, keep_analyses: bool = True) -> Iterator[Report | InputError | Skipped]:
     """A Report per trace file, then the job summaries; a directory gives its traces by the rule of
     tracelint.trace.files, and a Skipped record for each JSON file in it that is not a trace (or not a regular
-    file). Unreadable inputs come as they are met; the Reports once every file is read, since a rank is judged with
-    its peers. Nothing raises for one bad input: an unexpected error is that input's InputError."""
+    file). A path may be an fsspec URL (``s3://``, ``gs://``, ``file://``: a file or a folder of traces). Items come
+    once every file is analyzed (a rank is judged with its peers): per input, its notes and errors, then the
+    Reports in input order, then the job summaries. Nothing raises for one bad input: an unexpected error is that
+    input's InputError.
+
+    ``jobs``: processes that analyze the files, one file each at a time (None: one per core; 1: this process; a
+    few small files are analyzed here anyway). ``scheduler``: the address of a running Dask distributed scheduler
+    whose workers analyze the files instead (they read them by path or URL). ``keep_analyses``: a Report analyzed in
+    this process keeps its TraceAnalysis objects (False keeps memory bounded by the largest file); a Report from
+    another process never has them."""
     config = config or Config()
-    reads: list[_Read] = []
+    stream: list = []  # the notes and errors of the inputs, and the index of each file to analyze, in input order
+    files: list[tuple[str, bool, int]] = []  # path, found by a folder search, size in bytes
     for raw in paths:
-        path = Path(raw)
         try:
-            searched = path.is_dir()
-            if searched:
-                notes: list[Skipped] = []
-                files = traces_in(path, named_only=False, excluded=config.excluded, skipped=notes)
-                yield from notes
-                if not files:
-                    yield InputError(str(path), "no trace (*.json, *.json.gz) in this directory")
-            elif path.exists():
-                files = [path]
-            else:
-                yield InputError(str(path), "no such file or directory")
-                continue
+            found = pool.find_traces(raw, config, stream)
         except OSError as exc:
-            yield InputError(str(path), f"cannot read: {exc.strerror or exc}")
+            stream.append(InputError(str(raw), f"cannot read: {exc.strerror or exc}"))
             continue
-        for file in files:
-            line = _ProgressLine(file) if progress else None
-            try:
-                reads.append(_read(file, config, progress=line))
-            except NotATrace as exc:
-                # found by a folder search, other JSON is no error (tracelint.trace.files); named by the user, it is
-                yield Skipped(str(file), str(exc)) if searched else InputError(str(file), str(exc))
-            except TraceReadError as exc:
-                yield InputError(str(file), str(exc))
-            except OSError as exc:
-                yield InputError(str(file), exc.strerror or str(exc))
-            except MemoryError:
-                yield InputError(str(file), "out of memory while analyzing (see TRACELINT_MAX_TRACE_BYTES)")
-            except Exception as exc:  # a bug: this file's error, never the whole run's
-                yield internal_error(str(file), exc)
-            finally:
-                if line is not None:
-                    line.finish()
-    by_dir: dict[Path, list[_Read]] = {}
-    for read in reads:
-        by_dir.setdefault(Path(read.path).parent, []).append(read)
-    jobs: list[tuple[Path, list[_Read], Job]] = []
+        for file, searched, size in found:
+            stream.append(len(files))
+            files.append((file, searched, size))
+    sizes = [size for _, _, size in files]
+    workers = pool.workers(jobs, len(files), sum(sizes), POOL_MIN_BYTES) if scheduler is None else 0
+    keep = keep_analyses and workers == 1
+    calls = [(file, config, searched, keep, progress and len(files) == 1 and workers == 1)
+             for file, searched, _ in files]
+    try:
+        results = pool.run(analyze_file, calls, workers=workers, scheduler=scheduler, sizes=sizes,
+                           progress=progress and len(files) > 1)
+    except pool.SchedulerError as exc:  # no file was analyzed: the one error of the run
+        yield from (item for item in stream if not isinstance(item, int))
+        yield InputError(str(scheduler), str(exc))
+        return
+    done: dict[int, Analyzed] = {}
+    failed: dict[str, list[str]] = {}  # directory -> names of its files that gave no Report
+    for item in stream:
+        if not isinstance(item, int):
+            yield item
+            continue
+        result, path = results[item], files[item][0]
+        if isinstance(result, pool.Lost):
+            result = InputError(path, result.message)
+        if isinstance(result, Analyzed):
+            done[item] = result
+            continue
+        if isinstance(result, InputError):
+            folder, _, name = _split_path(path)
+            failed.setdefault(folder, []).append(name)
+        yield result
+    yield from _judge_jobs([done[i] for i in sorted(done)], failed, config)
+
+
+def _judge_jobs(analyzed: list[Analyzed], failed: dict[str, list[str]],
+                config: Config) -> Iterator[Report | InputError]:
+    """The Reports of the analyzed files, judged again with their job where they are the ranks of one, then the
+    job summaries."""
+    by_dir: dict[str, list[Analyzed]] = {}
+    for one in analyzed:
+        by_dir.setdefault(_split_path(one.report.path)[0], []).append(one)
+    jobs: list[tuple[str, list[Analyzed], Job]] = []
     job_of: dict[int, Job] = {}
     for directory, members in by_dir.items():
         try:
             ranks = job_members(members)
             if ranks:
-                job = analyze_job({r.analyses[0].rank: r.analyses[0] for r in ranks}, config)
-                job.path = str(directory)
+                job = analyze_job({r.digest.rank: r.digest for r in ranks}, config)
+                job.path = directory
                 jobs.append((directory, ranks, job))
                 job_of.update((id(r), job) for r in ranks)
         except Exception as exc:  # the ranks are still judged, each on its own
-            yield internal_error(str(directory), exc, "matching the ranks of a job")
+            yield internal_error(directory, exc, "matching the ranks of a job")
     reports: dict[int, Report] = {}
-    for read in reads:
+    for one in analyzed:
+        job = job_of.get(id(one))
         try:
-            reports[id(read)] = report = _judge(read, config, job_of.get(id(read)))
+            reports[id(one)] = report = one.report if job is None else _in_job(one, job, config)
         except Exception as exc:
-            yield internal_error(read.path, exc)
+            yield internal_error(one.report.path, exc)
             continue
         yield report
     for directory, ranks, job in jobs:
         if not all(id(r) in reports for r in ranks):
             continue
         try:
-            summary = _summarize_job(directory, [reports[id(r)] for r in ranks], job, config)
+            summary = _summarize_job(directory, [reports[id(r)] for r in ranks], job, config,
+                                     _missing(job, failed.get(directory, [])))
         except Exception as exc:  # the ranks' Reports are out already
-            yield internal_error(str(directory), exc, "summarizing the job")
+            yield internal_error(directory, exc, "summarizing the job")
             continue
         yield summary
+
+
+def _split_path(path: str) -> tuple[str, str, str]:
+    """(folder, separator, file name) of a path or URL: the folder is what groups the ranks of a job."""
+    if pool.is_url(path):
+        return path.rpartition("/")
+    p = Path(path)
+    return str(p.parent), os.sep, p.name
+
+
+def _missing(job: Job, failed: list[str]) -> str | None:
+    """The job summary's note on the ranks of its world size that gave no Report, and the files here that failed."""
+    world = next(iter(job.ranks.values())).world_size or 0
+    missing = [r for r in range(world) if r not in job.ranks]
+    if not missing:
+        return None
+    why = "no trace of them in this folder"
+    if failed:
+        names = ", ".join(sorted(failed)[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+        why = f"{len(failed)} file{'s' if len(failed) != 1 else ''} here could not be analyzed: {names}"
+    return f"{_ranks(missing)} of {world} missing ({why})"
+
+
+def _ranks(ranks: list[int]) -> str:
+    """``rank 3``, ``ranks 3, 7``, ``ranks 2-127`` (runs of three or more as ranges)."""
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    parts = [f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs]
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts)
 
 
 def internal_error(path: str, exc: BaseException, doing: str = "analyzing") -> InputError:
@@ -291,30 +428,17 @@ def internal_error(path: str, exc: BaseException, doing: str = "analyzing") -> I
     return InputError(path, f"internal error while {doing}: {type(exc).__name__}" + (f": {text}" if text else ""))
 
 
-def _job_key(read: _Read) -> tuple | None:
-    a = read.analyses[0] if read.analyses else None
-    if a is None or a.rank is None or a.model.world_size is None:
-        return None
-    return (a.model.world_size,)
-
-
-def _start(read: _Read) -> float | None:
-    model = read.analyses[0].model
-    firsts = [seq[0].start for seq in (model.steps, model.ops, model.gpu) if seq]
-    return min(firsts) if firsts else None
-
-
-def job_members(reads: list) -> list:
+def job_members(reads: list[Analyzed]) -> list[Analyzed]:
     """The files of one directory that are the ranks of one job (same world size, distinct ranks, profiled within
     ten minutes of each other), or [] when they are not such ranks."""
-    groups: dict[tuple, list] = {}
+    groups: dict[tuple, list[Analyzed]] = {}
     for read in reads:
-        key = _job_key(read)
-        if key is not None:
-            groups.setdefault(key, []).append(read)
+        d = read.digest
+        if d.rank is not None and d.world_size is not None:
+            groups.setdefault((d.world_size,), []).append(read)
     for members in groups.values():
-        ranks = [m.analyses[0].rank for m in members]
-        starts = [s for s in map(_start, members) if s is not None]
+        ranks = [m.digest.rank for m in members]
+        starts = [m.digest.start for m in members if m.digest.start is not None]
         # Trace clocks are µs since the epoch (or since boot) on every rank of one job: ranks profiled at the
         # same time start within minutes of each other; unrelated files in one folder do not.
         if len(members) < 2 or len(set(ranks)) != len(ranks) or len(starts) != len(members):
@@ -325,8 +449,10 @@ def job_members(reads: list) -> list:
     return []
 
 
-def _summarize_job(directory: Path, members: list[Report], job: Job, config: Config) -> Report:
-    """The job summary: spread of the ranks, the straggler, and the job rules' findings."""
+def _summarize_job(directory: str, members: list[Report], job: Job, config: Config,
+                   missing: str | None = None) -> Report:
+    """The job summary: spread of the ranks, the straggler, and the job rules' findings; ``missing``: the note on
+    the ranks without a Report."""
     def step_time(report: Report) -> float:
         m = report.metrics
         return M.STEP_CPU_US_MEAN.of(m) or M.STEP_GPU_SPAN_US_MEAN.of(m) or 0.0
@@ -339,15 +465,15 @@ def _summarize_job(directory: Path, members: list[Report], job: Job, config: Con
     waits = [w.wait_us for w in job.waits.values()]
     metrics = {
         "ranks": len(members),
-        "world_size": slowest.analyses[0].model.world_size,
-        "slowest_rank": slowest.analyses[0].rank,
-        "fastest_rank": fastest.analyses[0].rank,
+        "world_size": job.ranks[slowest.summaries[0].rank].world_size,
+        "slowest_rank": slowest.summaries[0].rank,
+        "fastest_rank": fastest.summaries[0].rank,
         "step_cpu_us_max": slow_t,
         "step_cpu_us_min": fast_t,
         "step_spread_pct": spread,
         "gpu_busy_pct_min": min(busy) if busy else None,
         "gpu_busy_pct_max": max(busy) if busy else None,
-        "verdicts": {r.analyses[0].rank: r.verdict for r in members},
+        "verdicts": {r.summaries[0].rank: r.verdict for r in members},
         "straggler_rank": job.straggler,
         "straggler_wait_us": job.straggler_wait_us,
         "comm_wait_us_max": max(waits) if waits else None,
@@ -355,7 +481,7 @@ def _summarize_job(directory: Path, members: list[Report], job: Job, config: Con
         "collectives_unmatched": job.unmatched,
         "clock_offset_us_max": job.offset_max,
     }
-    by_rank = {r.analyses[0].rank: r for r in members}
+    by_rank = {r.summaries[0].rank: r for r in members}
     verdicts = {rank: Verdict(r.verdict, r.evidence) for rank, r in by_rank.items()}
     if job.straggler is not None:
         straggler = by_rank[job.straggler]
@@ -372,10 +498,10 @@ def _summarize_job(directory: Path, members: list[Report], job: Job, config: Con
         evidence = (f"{verdict}: slowest of {len(members)} ranks is rank {metrics['slowest_rank']} "
                     f"({slow_t / 1000:.1f} ms per step, {spread if spread is not None else '?'}% over the fastest); "
                     f"{slowest.evidence.partition(': ')[2]}")
-    notes = ()
+    notes: tuple[str, ...] = (missing,) if missing else ()
     if job.aligned:
-        notes = (f"the ranks' clocks disagree by up to {job.offset_max / 1000:.2f} ms (several hosts): starts were "
-                 "aligned on the ends of the matched collectives",)
+        notes += (f"the ranks' clocks disagree by up to {job.offset_max / 1000:.2f} ms (several hosts): starts were "
+                  "aligned on the ends of the matched collectives",)
     findings: list[Finding] = []
     for rule in _rules(config, JobRule):
         for finding in rule.check_job(job, verdicts, config):
@@ -383,5 +509,5 @@ def _summarize_job(directory: Path, members: list[Report], job: Job, config: Con
             if kept is not None:
                 findings.append(kept)
     findings.sort(key=Finding.sort_key)
-    summary = TraceSummary(str(directory), verdict, evidence, metrics, rank=None, warnings=notes)
-    return Report(str(directory), [summary], findings, notes)
+    summary = TraceSummary(directory, verdict, evidence, metrics, rank=None, warnings=notes)
+    return Report(directory, [summary], findings, notes)

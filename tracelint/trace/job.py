@@ -21,16 +21,23 @@ its duration is transfer. ``comm_wait_us`` is a rank's summed wait per step. The
 the others wait for: each collective's mean wait over the other ranks is charged to it. The **straggler** is the
 rank charged the most, ``straggler_wait_us`` that charge per step; a job whose largest charge is under
 ``straggler-min-wait-pct`` of the mean step time is balanced (``straggler_rank`` None).
+
+The job reads each rank's **digest** (``RankDigest``: headline metrics, collectives numbered by ProfilerStep, what the
+verdict is decided from), never its events: a rank analyzed in a worker process or on a Dask cluster sends back only
+that (tracelint.trace.analyze).
 """
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
 
 from tracelint.engine import Config
 from tracelint.engine import metrics as M
-from tracelint.trace.comm import CommEvent
-from tracelint.trace.metrics import TraceAnalysis
+
+if TYPE_CHECKING:
+    from tracelint.trace.metrics import TraceAnalysis
+    from tracelint.trace.recording import Recording
 
 CLOCK_TOLERANCE_US = 50.0
 _SIZE_MAY_DIFFER = frozenset({"send_recv", "all_to_all", None})
@@ -46,9 +53,45 @@ class RankWait:
     collective: str | None
 
 
+class Collective(NamedTuple):
+    """One communication kernel of a rank, launched in a step: what matching and waiting read of it."""
+
+    start: float
+    end: float
+    collective: str | None  # all_reduce, all_gather, ... as in tracelint.trace.comm
+    group: str | None
+    in_nelems: int | None
+    step: int | None  # the ProfilerStep number (not a step index: read without the model)
+
+
+@dataclass(slots=True)
+class RankDigest:
+    """What the job needs of one rank's trace, small enough to come back from a worker process: no events."""
+
+    path: str
+    rank: int | None
+    world_size: int | None
+    start: float | None  # µs: the first step, op or GPU event (files profiled minutes apart are not one job)
+    metrics: dict  # the headline device's, the dict its summary carries: the job sets comm_wait_us in it
+    comm: tuple[Collective, ...]
+    recording: Recording  # with the two below, what the verdict is decided again from once the wait is known
+    cpu_only: bool
+    truncated: bool
+
+
+def digest_of(analysis: TraceAnalysis, truncated: bool) -> RankDigest:
+    """The digest of a rank's headline device (its busiest: the first device of its Report)."""
+    model = analysis.model
+    firsts = [seq[0].start for seq in (model.steps, model.ops, model.gpu) if seq]
+    comm = tuple(Collective(c.start, c.end, c.collective, c.group, c.in_nelems, analysis.step_number(c.step))
+                 for c in analysis.comm if c.kernel)
+    return RankDigest(analysis.path, analysis.rank, model.world_size, min(firsts) if firsts else None,
+                      analysis.metrics, comm, analysis.recording, analysis.device is None, truncated)
+
+
 @dataclass(slots=True)
 class Job:
-    analyses: dict[int, TraceAnalysis]  # by rank: each rank's headline device
+    ranks: dict[int, RankDigest]  # by rank
     path: str = ""  # the job's directory
     matched: int = 0  # collectives matched (each counted once, not once per rank)
     unmatched: int = 0  # communication kernels, over all ranks, left out of the matching
@@ -62,25 +105,24 @@ class Job:
 
     def step_us(self) -> float | None:
         """The job's mean step time over the ranks."""
-        times = [t for t in map(step_us, self.analyses.values()) if t]
+        times = [t for t in (step_us(r.metrics) for r in self.ranks.values()) if t]
         return statistics.fmean(times) if times else None
 
 
-def step_us(analysis: TraceAnalysis) -> float | None:
-    """A rank's mean step time: the longer of its CPU step span and the GPU span of its steps (a host that runs
-    ahead of its GPU has short CPU steps), else its window per step."""
-    m = analysis.metrics
+def step_us(m: dict) -> float | None:
+    """A rank's mean step time from its metrics: the longer of its CPU step span and the GPU span of its steps (a
+    host that runs ahead of its GPU has short CPU steps), else its window per step."""
     value = max(M.STEP_CPU_US_MEAN.of(m) or 0.0, M.STEP_GPU_SPAN_US_MEAN.of(m) or 0.0)
     if not value and M.GPU_WINDOW_US.of(m):
         value = M.GPU_WINDOW_US.of(m) / max(1, M.STEPS.of(m) or 1)
     return value
 
 
-def analyze_job(analyses: dict[int, TraceAnalysis], config: Config | None = None) -> Job:
-    """Match the collectives of the ranks (``analyses`` by rank), estimate the clocks, and charge the waits; sets
+def analyze_job(ranks: dict[int, RankDigest], config: Config | None = None) -> Job:
+    """Match the collectives of the ranks (their digests by rank), estimate the clocks, and charge the waits; sets
     each rank's ``comm_wait_us`` metric."""
     config = config or Config()
-    job = Job(dict(sorted(analyses.items())))
+    job = Job(dict(sorted(ranks.items())))
     matched = _match(job)
     if not matched:
         return job
@@ -89,16 +131,15 @@ def analyze_job(analyses: dict[int, TraceAnalysis], config: Config | None = None
     return job
 
 
-def _match(job: Job) -> list[dict[int, CommEvent]]:
-    kernels = {r: [c for c in a.comm if c.kernel] for r, a in job.analyses.items()}
+def _match(job: Job) -> list[dict[int, Collective]]:
+    kernels = {r: d.comm for r, d in job.ranks.items()}
     by_group = all(c.group is not None for events in kernels.values() for c in events)
-    sequences: dict[tuple, dict[int, list[CommEvent]]] = {}
+    sequences: dict[tuple, dict[int, list[Collective]]] = {}
     for rank, events in kernels.items():
-        analysis = job.analyses[rank]
         for c in events:
-            key = (c.group if by_group else "", analysis.step_number(c.step))
+            key = (c.group if by_group else "", c.step)
             sequences.setdefault(key, {}).setdefault(rank, []).append(c)
-    matched: list[dict[int, CommEvent]] = []
+    matched: list[dict[int, Collective]] = []
     for by_rank in sequences.values():
         lengths = {len(events) for events in by_rank.values()}
         if len(by_rank) < 2 or len(lengths) != 1:
@@ -113,7 +154,7 @@ def _match(job: Job) -> list[dict[int, CommEvent]]:
     return matched
 
 
-def _agree(column: dict[int, CommEvent]) -> bool:
+def _agree(column: dict[int, Collective]) -> bool:
     names = {c.collective for c in column.values() if c.collective}
     if len(names) > 1:
         return False
@@ -123,10 +164,10 @@ def _agree(column: dict[int, CommEvent]) -> bool:
     return len(sizes) <= 1
 
 
-def _clocks(job: Job, matched: list[dict[int, CommEvent]]) -> None:
+def _clocks(job: Job, matched: list[dict[int, Collective]]) -> None:
     ref = min(r for column in matched for r in column)
     offsets: dict[int, float] = {}
-    for rank in job.analyses:
+    for rank in job.ranks:
         diffs = [column[rank].end - column[ref].end for column in matched if rank in column and ref in column]
         offsets[rank] = statistics.median(diffs) if diffs else 0.0
     job.offset_max = round(max(abs(v) for v in offsets.values()), 1)
@@ -134,7 +175,7 @@ def _clocks(job: Job, matched: list[dict[int, CommEvent]]) -> None:
     job.offsets = offsets if job.aligned else {rank: 0.0 for rank in offsets}
 
 
-def _waits(job: Job, matched: list[dict[int, CommEvent]], config: Config) -> None:
+def _waits(job: Job, matched: list[dict[int, Collective]], config: Config) -> None:
     total: dict[int, float] = {}
     waits_for: dict[int, dict[int, float]] = {}
     waits_in: dict[int, dict[str, float]] = {}
@@ -158,16 +199,16 @@ def _waits(job: Job, matched: list[dict[int, CommEvent]], config: Config) -> Non
             where[name] = where.get(name, 0.0) + wait
         caused[last] = caused.get(last, 0.0) + charged / (len(column) - 1)
     for rank, wait in total.items():
-        analysis = job.analyses[rank]
-        steps = max(1, M.STEPS.of(analysis.metrics) or 1)
+        metrics = job.ranks[rank].metrics
+        steps = max(1, M.STEPS.of(metrics) or 1)
         per_step = round(wait / steps, 1)
-        analysis.metrics[M.COMM_WAIT_US.name] = per_step
+        metrics[M.COMM_WAIT_US.name] = per_step
         whom = waits_for.get(rank) or {}
         where = waits_in.get(rank) or {}
         job.waits[rank] = RankWait(rank, per_step, max(whom, key=whom.__getitem__) if whom else None,
                                    max(where, key=where.__getitem__) if where else None)
     for rank, wait in caused.items():
-        steps = max(1, M.STEPS.of(job.analyses[rank].metrics) or 1)
+        steps = max(1, M.STEPS.of(job.ranks[rank].metrics) or 1)
         job.caused[rank] = round(wait / steps, 1)
     if job.caused:
         worst = max(job.caused, key=lambda r: (job.caused[r], -r))

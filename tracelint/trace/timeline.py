@@ -1,0 +1,144 @@
+"""The timeline record of one device: what the HTML report charts beyond the metrics, bounded in size.
+
+``timeline_of(analysis)`` reduces a TraceAnalysis to plain data whose size does not grow with the trace: the GPU
+window cut into at most ``MAX_BUCKETS`` buckets (busy time per bucket, idle time per bucket by the cause of its gap,
+host-to-device bytes per bucket from pageable and pinned memory, peak allocated memory per bucket), the steps
+(at most ``MAX_STEPS``: their GPU span and host breakdown), GPU time by kernel class and the ``TOP_KERNELS`` kernels
+with the most time. Times are µs relative to the window's start, rounded to 0.1 µs.
+
+A gap's time is charged to its main cause (``Gap.cause``, the largest part of its split); idle time outside the
+gaps (holes shorter than min-idle-gap-us) is ``short_gap``. The metrics split each gap exactly
+(``idle_<cause>_us``); the strip shows where in the window each kind of idle time falls.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
+from tracelint.trace.metrics import merge
+from tracelint.trace.model import H2D, KERNEL, PAGEABLE, PINNED
+
+if TYPE_CHECKING:
+    from tracelint.trace.metrics import TraceAnalysis
+
+MAX_BUCKETS = 2000
+MAX_STEPS = 2000
+TOP_KERNELS = 20
+NAME_CHARS = 300  # a kernel name is cut to this many characters (templated names run to thousands)
+
+
+def timeline_of(analysis: TraceAnalysis, buckets: int = MAX_BUCKETS) -> dict | None:
+    """The timeline record of a device's analysis (module docstring); None for a device without a GPU window."""
+    if analysis.window is None:
+        return None
+    w0, w1 = analysis.window
+    length = w1 - w0
+    n = max(1, min(buckets, math.ceil(length))) if length > 0 else 1
+    width = length / n if length > 0 else 1.0
+    launched = [g for g in analysis.gpu_events if g.step is not None]
+
+    busy = [0.0] * n
+    starts, ends = merge((max(g.start, w0), min(g.end, w1)) for g in analysis.gpu_events)
+    for s, e in zip(starts, ends, strict=True):
+        _spread(busy, s - w0, e - w0, width)
+    idle = {cause: [0.0] * n for cause in IDLE_CAUSES}
+    for gap in analysis.gaps:
+        _spread(idle[gap.cause], gap.start - w0, gap.end - w0, width)
+    charged = idle["short_gap"]
+    for i in range(n):
+        bucket = min(width, length - i * width) if length > 0 else 0.0
+        rest = bucket - busy[i] - sum(idle[c][i] for c in IDLE_CAUSES[:-1])
+        charged[i] = rest if rest > 1e-6 else 0.0
+
+    h2d = {PAGEABLE: [0] * n, PINNED: [0] * n}
+    for g in launched:
+        if g.direction == H2D and g.host_memory in h2d:
+            h2d[g.host_memory][_index(g.start - w0, width, n)] += g.bytes or 0
+
+    return {
+        "window_us": [w0, w1],
+        "bucket_us": width,
+        "busy_us": _rounded(busy),
+        "idle_us": {cause: _rounded(v) for cause, v in idle.items() if any(v)},
+        "h2d_bytes": {kind: v for kind, v in h2d.items() if any(v)},
+        "memory": _memory(analysis, w0, width, n),
+        "steps": _steps(analysis, w0),
+        **_kernels(analysis, launched),
+    }
+
+
+def _spread(values: list[float], a: float, b: float, width: float) -> None:
+    """Add the interval [a, b] (µs from the window start) to the buckets it covers."""
+    n = len(values)
+    first, last = _index(a, width, n), _index(b, width, n)
+    if first == last:
+        values[first] += b - a
+        return
+    values[first] += (first + 1) * width - a
+    for i in range(first + 1, last):
+        values[i] += width
+    values[last] += b - last * width
+
+
+def _index(t: float, width: float, n: int) -> int:
+    return min(n - 1, max(0, int(t // width)))
+
+
+def _rounded(values: list[float]) -> list[float]:
+    return [round(v, 1) for v in values]
+
+
+def _memory(analysis: TraceAnalysis, w0: float, width: float, n: int) -> list[list[float]]:
+    """[µs from the window start, bytes]: the most memory allocated in each bucket that has a sample."""
+    device = analysis.device
+    peak: dict[int, int] = {}
+    w1 = w0 + width * n
+    for s in analysis.model.memory:
+        if s.device == device and s.total_allocated is not None and w0 <= s.ts <= w1:
+            i = _index(s.ts - w0, width, n)
+            if s.total_allocated > peak.get(i, -1):
+                peak[i] = s.total_allocated
+    return [[round((i + 0.5) * width, 1), peak[i]] for i in sorted(peak)]
+
+
+def _steps(analysis: TraceAnalysis, w0: float) -> list[dict]:
+    steps = analysis.steps
+    stride = max(1, math.ceil(len(steps) / MAX_STEPS))
+    out = []
+    for s in steps[::stride]:
+        out.append({
+            "number": s.number,
+            "gpu_start_us": None if s.gpu_start is None else round(s.gpu_start - w0, 1),
+            "gpu_end_us": None if s.gpu_end is None else round(s.gpu_end - w0, 1),
+            "cpu_us": round(s.cpu_us, 1),
+            "gpu_span_us": None if s.gpu_span_us is None else round(s.gpu_span_us, 1),
+            "breakdown_us": {part: round(s.breakdown[part], 1) for part in STEP_PARTS},
+        })
+    return out
+
+
+def _kernels(analysis: TraceAnalysis, launched) -> dict:
+    """GPU time by kernel class (the diff's classes: tracelint.diff.compare.kernel_group) and the top kernels."""
+    from tracelint.diff.compare import kernel_group
+
+    time: dict[str, float] = {}
+    count: dict[str, int] = {}
+    group: dict[str, str] = {}
+    for g in launched:
+        time[g.name] = time.get(g.name, 0.0) + (g.end - g.start)
+        count[g.name] = count.get(g.name, 0) + 1
+        if g.name not in group:
+            group[g.name] = kernel_group(g.kind, g.name, analysis)
+    by_class: dict[str, float] = {}
+    for name, t in time.items():
+        by_class[group[name]] = by_class.get(group[name], 0.0) + t
+    top = sorted(time, key=time.__getitem__, reverse=True)[:TOP_KERNELS]
+    kernels = sum(1 for g in launched if g.kind == KERNEL)
+    return {
+        "class_us": {k: round(v, 1) for k, v in sorted(by_class.items(), key=lambda kv: -kv[1])},
+        "top_kernels": [{"name": name[:NAME_CHARS], "class": group[name], "count": count[name],
+                         "total_us": round(time[name], 1)} for name in top],
+        "gpu_event_time_us": round(sum(time.values()), 1),
+        "kernels": kernels,
+    }
