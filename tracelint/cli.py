@@ -190,7 +190,8 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
             from tracelint.runner import run_paths
 
             return run_paths(list(paths), mode=mode, fix=fixing, unsafe_fixes=unsafe_fixes, configure=configure,
-                             progress=progress_enabled() and not watch, jobs=jobs, scheduler=dask_scheduler)
+                             progress=progress_enabled() and not watch, jobs=jobs, scheduler=dask_scheduler,
+                             timelines=fmt == "html")
         except ConfigError as exc:  # a pyproject.toml found next to one of the files
             raise click.UsageError(str(exc)) from None
 
@@ -258,7 +259,8 @@ def _stdin_run(mode, name, fix, unsafe_fixes, configure, config, fmt, output, vi
     with tempfile.TemporaryDirectory(prefix="tracelint-stdin-") as folder:
         path = Path(folder) / (Path(name).name or "stdin.py")
         path.write_bytes(data)
-        result = run_paths([path], mode=mode, fix=fix, unsafe_fixes=unsafe_fixes, configure=configure)
+        result = run_paths([path], mode=mode, fix=fix, unsafe_fixes=unsafe_fixes, configure=configure,
+                           timelines=fmt == "html")
         fixed = path.read_bytes() if fix is True else None
     shown = str(path)
 

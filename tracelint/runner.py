@@ -23,10 +23,12 @@ def run_paths(
     progress: bool = False,
     jobs: int | None = None,
     scheduler: str | None = None,
+    timelines: bool = False,
 ) -> RunResult:
     """Lint (mode "source"), analyze (mode "trace"), or each path by its type (mode "auto"). ``jobs``: processes
     that analyze the trace files (None: one per core; 1: this one); ``scheduler``: a Dask scheduler's address to
-    analyze them on instead (tracelint.trace.analyze.analyze_paths)."""
+    analyze them on instead; ``timelines``: the traces' downsampled timelines, for the HTML report
+    (tracelint.trace.analyze.analyze_paths)."""
     result = RunResult()
     source_paths: list[Path] = []
     trace_paths: list[Path | str] = []
@@ -80,7 +82,7 @@ def run_paths(
         config = configure(find_config(Path.cwd().resolve()))
         try:
             for item in analyze_paths(trace_paths, config=config, progress=progress, jobs=jobs, scheduler=scheduler,
-                                      keep_analyses=False):
+                                      keep_analyses=False, timelines=timelines):
                 if isinstance(item, Report):
                     result.traces.extend(item.summaries)
                     result.findings.extend(item.findings)

@@ -58,7 +58,7 @@ def pages(tmp_path_factory) -> dict[str, Path]:
 def test_timeline_buckets_add_up_to_the_metrics(trace):
     """The strip's busy and idle time per bucket sum to the window, busy to gpu_busy_us, each cause's gaps to at
     most its metric (a gap is charged to its main cause), short gaps to the rest."""
-    report = analyze_trace(trace)
+    report = analyze_trace(trace, timelines=True)
     analysis, summary = report.analyses[0], report.summaries[0]
     t = summary.timeline
     m = summary.metrics
@@ -90,7 +90,7 @@ def test_timeline_stays_bounded_whatever_the_bucket_count():
 
 
 def test_the_json_report_keeps_its_contract():
-    result = RunResult(traces=analyze_trace(ITEM).summaries)
+    result = RunResult(traces=analyze_trace(ITEM, timelines=True).summaries)
     assert "timeline" not in json.loads(render(result, "json"))["traces"][0]
 
 
@@ -141,7 +141,7 @@ def test_a_fixture_report_is_one_small_self_contained_file(pages):
 
 def test_trace_strings_never_become_markup():
     """A message, path, metric and kernel name that try to close the script and inject elements stay text."""
-    report = analyze_trace(ITEM)
+    report = analyze_trace(ITEM, timelines=True)
     summary = report.summaries[0]
     timeline = dict(summary.timeline)
     timeline["top_kernels"] = [dict(timeline["top_kernels"][0], name=EVIL)] + timeline["top_kernels"][1:]
@@ -301,3 +301,14 @@ def test_job_report_in_a_browser(browser, pages, shots):
         assert page.evaluate("Array.from(document.querySelectorAll('details.rank[open] .chart svg')).length") > 0
     finally:
         page.close()
+
+
+def test_only_the_html_report_pays_for_the_timeline(tmp_path):
+    """The timeline is built when the HTML format asks for it (it costs about a tenth of the analysis), and a
+    Report without one still shows its charts in Jupyter."""
+    assert analyze_trace(ITEM).summaries[0].timeline is None
+    from tracelint.runner import run_paths
+
+    assert run_paths([ITEM], mode="trace").traces[0].timeline is None
+    assert run_paths([ITEM], mode="trace", timelines=True).traces[0].timeline is not None
+    assert "GPU timeline" in analyze_trace(ITEM)._repr_html_()

@@ -75,7 +75,9 @@ class Report:
         """Jupyter shows a Report as the HTML report (tracelint.render.html), isolated in an iframe."""
         from tracelint.render.html import notebook_frame
 
-        return notebook_frame(self.summaries, self.findings)
+        summaries = [s if s.timeline is not None or a is None else replace(s, timeline=timeline_of(a))
+                     for s, a in zip(self.summaries, [*self.analyses, *[None] * len(self.summaries)], strict=False)]
+        return notebook_frame(summaries, self.findings)
 
 
 @dataclass(slots=True)
@@ -88,12 +90,13 @@ class _Read:
     truncated: bool
 
 
-def analyze_trace(path, *, config: Config | None = None, progress=None) -> Report:
+def analyze_trace(path, *, config: Config | None = None, progress=None, timelines: bool = False) -> Report:
     """Analyze one trace file; raises TraceReadError when it is not a readable trace.
 
-    ``progress(done_bytes, total_bytes)``, when given, is called as the events are read."""
+    ``progress(done_bytes, total_bytes)``, when given, is called as the events are read; ``timelines``: each
+    summary carries its device's downsampled timeline (the HTML report's charts)."""
     config = config or Config()
-    return _judge(_read(path, config, progress), config)[0]
+    return _judge(_read(path, config, progress), config, timelines=timelines)[0]
 
 
 def _read(path, config: Config, progress=None, name: str | None = None) -> _Read:
@@ -147,15 +150,18 @@ def _measure(path: str, model: TraceModel, config: Config, warnings: tuple[str, 
     return _Read(path, analyses, warnings, truncated)
 
 
-def _judge(read: _Read, config: Config, wait: RankWait | None = None) -> tuple[Report, tuple[int, ...]]:
+def _judge(read: _Read, config: Config, wait: RankWait | None = None,
+           timelines: bool = False) -> tuple[Report, tuple[int, ...]]:
     """Verdicts and findings of a measured file, and the indexes of the findings its job may change (those of its
-    headline device whose rule has ``in_job``); ``wait``: its headline device's wait for its peers, when known."""
+    headline device whose rule has ``in_job``); ``wait``: its headline device's wait for its peers, when known;
+    ``timelines``: add each device's downsampled timeline (tracelint.trace.timeline) for the HTML report — it costs
+    about a tenth of the analysis, so only the HTML format asks for it."""
     verdicts = [decide(a.metrics, config, cpu_only=a.device is None, truncated=read.truncated,
                        wait=wait if i == 0 else None, recording=a.recording)
                 for i, a in enumerate(read.analyses)]
     findings, in_job = _run_rules(read.analyses, verdicts, config)
     summaries = [TraceSummary(read.path, v.kind, v.evidence, a.metrics, rank=a.rank, warnings=read.warnings,
-                              profiler=a.recording.as_dict(), timeline=timeline_of(a))
+                              profiler=a.recording.as_dict(), timeline=timeline_of(a) if timelines else None)
                  for a, v in zip(read.analyses, verdicts, strict=True)]
     return Report(read.path, summaries, findings, read.warnings, read.analyses, read.truncated), in_job
 
@@ -204,7 +210,7 @@ class Analyzed:
 
 
 def analyze_file(path: str, config: Config, searched: bool = False, keep_analyses: bool = False,
-                 progress: bool = False) -> Analyzed | InputError | Skipped:
+                 progress: bool = False, timelines: bool = False) -> Analyzed | InputError | Skipped:
     """The per-file work of ``analyze_paths``, run where the file is read (this process, a worker process, a Dask
     worker): never raises; ``path`` may be an fsspec URL (read through a local copy); ``searched``: found by a
     folder search (a JSON file that is not a trace is then Skipped, not an error)."""
@@ -212,7 +218,7 @@ def analyze_file(path: str, config: Config, searched: bool = False, keep_analyse
     try:
         with pool.local_copy(path) as local:
             read = _read(local, config, progress=line, name=path)
-        report, in_job = _judge(read, config)
+        report, in_job = _judge(read, config, timelines=timelines)
         digest = digest_of(read.analyses[0], read.truncated)
         if not keep_analyses:
             report = replace(report, analyses=[])
@@ -291,7 +297,8 @@ POOL_MIN_BYTES = 16 << 20
 
 
 def analyze_paths(paths: Iterable, *, config: Config | None = None, progress: bool = False, jobs: int | None = 1,
-                  scheduler: str | None = None, keep_analyses: bool = True) -> Iterator[Report | InputError | Skipped]:
+                  scheduler: str | None = None, keep_analyses: bool = True,
+                  timelines: bool = False) -> Iterator[Report | InputError | Skipped]:
     """A Report per trace file, then the job summaries; a directory gives its traces by the rule of
     tracelint.trace.files, and a Skipped record for each JSON file in it that is not a trace (or not a regular
     file). A path may be an fsspec URL (``s3://``, ``gs://``, ``file://``: a file or a folder of traces). Items come
@@ -319,7 +326,7 @@ def analyze_paths(paths: Iterable, *, config: Config | None = None, progress: bo
     sizes = [size for _, _, size in files]
     workers = pool.workers(jobs, len(files), sum(sizes), POOL_MIN_BYTES) if scheduler is None else 0
     keep = keep_analyses and workers == 1
-    calls = [(file, config, searched, keep, progress and len(files) == 1 and workers == 1)
+    calls = [(file, config, searched, keep, progress and len(files) == 1 and workers == 1, timelines)
              for file, searched, _ in files]
     try:
         results = pool.run(analyze_file, calls, workers=workers, scheduler=scheduler, sizes=sizes,
