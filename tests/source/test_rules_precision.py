@@ -154,13 +154,16 @@ def test_tl401_follows_imports_across_the_run(tmp_path):
 
 
 def test_program_precision_goes_both_ways_along_imports(tmp_path):
+    step = "import torch\nloss.backward()\n"  # a training step: what TL401 asks its program's settings for
     (tmp_path / "setup_torch.py").write_text("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n")
-    (tmp_path / "train.py").write_text("import setup_torch\n")
-    (tmp_path / "loop.py").write_text("x = 1\n")
-    (tmp_path / "main.py").write_text("from loop import x\nimport train\n")
+    (tmp_path / "train.py").write_text("import setup_torch\n" + step)  # imports the setter
+    (tmp_path / "loop.py").write_text("x = 1\n" + step)  # connected to no setter
+    (tmp_path / "main.py").write_text("from loop import x\nimport train\n" + step)  # imports it indirectly
+    (tmp_path / "entry.py").write_text("import torch\ntorch.set_float32_matmul_precision('high')\nimport trainer\n")
+    (tmp_path / "trainer.py").write_text(step)  # imported by a setter
+    (tmp_path / "tool.py").write_text("import setup_torch\n")  # no site of TL401/TL404: never asked about
     found = program_precision(sorted(tmp_path.glob("*.py")))
-    assert {p.name: v for p, v in found.items()} == {
-        "setup_torch.py": {TF32}, "train.py": {TF32}, "main.py": {TF32}}  # loop.py imports no setter
+    assert {p.name: v for p, v in found.items()} == {"train.py": {TF32}, "main.py": {TF32}, "trainer.py": {TF32}}
 
 
 # -- TL404 ----------------------------------------------------------------------------------------------------------

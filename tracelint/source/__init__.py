@@ -103,7 +103,9 @@ def lint_paths(
         from tracelint.source.runcalls import graph_collates, program_precision
 
         collates = graph_collates([path for path, _ in files])
-        precision = program_precision([path for path, _ in files])
+        # TL401 and TL404 judge a file by its program's precision settings; a run without them need not read them
+        asked = any(config.enabled("TL401") or config.enabled("TL404") for _, config in files)
+        precision = program_precision([path for path, _ in files]) if asked else {}
         parts: list[tuple | None] = [({}, False, collates, precision.get(path, frozenset())) for path, _ in files]
     else:
         parts = [None] * len(files)

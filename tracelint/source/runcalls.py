@@ -269,26 +269,51 @@ def _literal(expr: ast.expr | None) -> object:
     return expr.value if isinstance(expr, ast.Constant) else None
 
 
+# A file TL401 or TL404 may report on: a training step (``backward(``), or a layer (``Linear(``, ``Embedding(``,
+# ``Conv2d(``...) in a file holding a number TL404 reports (at least 1024, not a multiple of 8); only such files need
+# their program's settings.
+_TRAINING_STEP = re.compile(rb"\.backward\(")  # a call: ``def backward(ctx, ...)`` of an autograd Function is none
+_LAYER = re.compile(rb"Linear\(|Embedding\(|Conv[123]d\(")
+_NUMBER = re.compile(rb"[(,=][ \t]*(\d{4,})(?![\w.])")  # an argument or an assignment, not a year in a comment
+
+
+# The words of a precision setting (not of matmuls): a file without one sets nothing TL404 asks about.
+_SETTING_WORDS = (b"tf32", b"float32_matmul_precision", b"autocast", b"half", b"bfloat16", b"float16", b"precision",
+                  b"GradScaler", b"torch.amp", b"cuda.amp", b"apex", b"Accelerator", b"deepspeed", b"fp32_precision")
+
+
+def _needs(data: bytes) -> str | None:
+    """What a file needs of its program: "all" (a training step: TL401 asks for TF32 and matmul evidence too),
+    "settings" (a layer size off the tiles: TL404 asks only whether the program computes in fp16/bf16), or None."""
+    if b"torch" not in data:
+        return None
+    if b".backward(" in data and _TRAINING_STEP.search(data):
+        return "all"
+    if _LAYER.search(data) and any(int(n) % 8 for n in _NUMBER.findall(data) if int(n) >= 1024):
+        return "settings"
+    return None
+
+
 def program_precision(paths: list[Path]) -> dict[Path, frozenset[str]]:
-    """For each file of a run, the precision settings of the programs it is part of: its own, those of the files it
-    imports (directly or not: a ``setup()`` helper of the project), and those of the files that import it (the
-    entry script sets TF32, then runs the training loop of a module of the project). Imports are resolved to the
-    run's files by module path, as calls are (``resolve``); a file that sets nothing and is connected to no file
-    that does is absent."""
-    settings: dict[Path, frozenset[str]] = {}
+    """For each file of a run that TL401 or TL404 may report on, the precision settings of the programs it is part
+    of: its own, those of the files it imports (directly or not: a ``setup()`` helper of the project), and those of
+    the files that import it (the entry script sets TF32, then runs the training loop of a module of the project).
+    Imports are resolved to the run's files by module path, as calls are (``resolve``). Only the files connected to
+    such a file are parsed (with ``ast``, in this process, before the run's files are analysed); a file that sets
+    nothing and is connected to no file that does is absent."""
+    texts: dict[Path, bytes] = {}
     imports: dict[Path, list[str]] = {}
     for path in paths:
         try:
-            data = path.read_bytes()
+            data = texts[path] = path.read_bytes()
         except OSError:
             continue
-        found = precision_settings(data)
-        if found:
-            settings[path] = found
         imports[path] = [(module + (b"" if module.endswith(b".") else b".") + name if module else plain)
                          .decode("ascii", "replace") for module, name, plain in _IMPORT_LINE.findall(data)]
-    if not settings:
+    needs = {p: need for p, data in texts.items() if (need := _needs(data))}
+    if not needs:
         return {}
+    needy = list(needs)
     modules = [_Module(p, _parts(p), RunCalls(frozenset({""}))) for p in imports]
     edges: dict[Path, set[Path]] = {}
     for module in modules:
@@ -304,12 +329,19 @@ def program_precision(paths: list[Path]) -> dict[Path, frozenset[str]]:
                     seen.add(nxt)
                     work.append(nxt)
         below[path] = seen
+    above: dict[Path, set[Path]] = {}  # the files that import each file, directly or not
+    for path, seen in below.items():
+        for p in seen:
+            above.setdefault(p, set()).add(path)
+    # Parse only the files connected to a needy one, and for a file that only asks about settings, only those that
+    # name one (a timm model file is connected to most of the package, whose matmuls it does not ask about).
+    full = set().union(*(below[p] | above.get(p, set()) for p in needy if needs[p] == "all"))
+    some = set().union(*(below[p] | above.get(p, set()) for p in needy if needs[p] == "settings")) - full
+    some = {p for p in some if any(word in texts[p] for word in _SETTING_WORDS)}
+    settings = {p: found for p in full | some if (found := precision_settings(texts[p]))}
     out: dict[Path, frozenset[str]] = {}
-    for path in imports:
-        found = set().union(*(settings.get(p, ()) for p in below[path]))
-        for setter, made in settings.items():
-            if path in below.get(setter, ()):
-                found |= made
+    for path in needy:
+        found = set().union(*(settings.get(p, ()) for p in below[path] | above.get(path, set())))
         if found:
             out[path] = frozenset(found)
     return out

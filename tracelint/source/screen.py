@@ -60,12 +60,25 @@ PINNED_COPY = "pinned-copy"        # .to() / .cuda() in a loop of a file that bu
 ZERO_GRAD = "zero-grad"            # zero_grad(set_to_none=False)                         TL301
 HOST_BUILT = "host-built"          # .cuda() / .to() of a call named like a creation op (zeros, arange...)  TL204
 ELEMENT_LOOP = "element-loop"      # a loop in a loop: for i in range(n) indexing [i], or for row in a name  TL502
+OFF_TILE = "off-tile-size"         # Linear/Embedding/ConvNd given a size >= 1024 not a multiple of 8 (a literal
+                                   # or a module constant)                                                TL404
+BIASED_NORM = "biased-norm"        # a Conv/ConvTranspose call not given bias=False and a BatchNorm call (a Linear:
+                                   # and a BatchNorm1d / SyncBatchNorm call)                             TL403
 # Not a rule's kind: a per-step call of a function the file imports from outside the known libraries (a module of
 # the project), which a run of several files must analyse to follow (callers.py).
 PROJECT_CALL = "project-call"
 
 SYNC_KINDS = frozenset({ITEM, HOST_COPY, SCALAR, FORMAT, SYNCHRONIZE, DATA_DEPENDENT_CALL, MASK_INDEX})
-SITE_KINDS = SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD, HOST_BUILT, ELEMENT_LOOP}
+SITE_KINDS = SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD, HOST_BUILT, ELEMENT_LOOP, OFF_TILE, BIASED_NORM}
+_CONVS = frozenset({"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"})
+_BATCH_NORMS = frozenset({"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"})
+_FLAT_NORMS = frozenset({"BatchNorm1d", "SyncBatchNorm"})  # what a Linear feeds
+_SIZED_LAYERS = frozenset({"Linear", "Embedding", "Conv1d", "Conv2d", "Conv3d"})
+
+
+def _off_tile(value: object) -> bool:
+    """A layer size TL404 reports: at least 1024 and not a multiple of 8 (a vocabulary of 50,257)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1024 and value % 8 != 0
 # A generic kind a new rule can declare without touching this module: ``call:NAME``, a call anywhere in the file
 # whose callee's last name, as written or resolved through imports and aliases, is NAME (``call:barrier`` for
 # ``dist.barrier()`` and ``from torch.distributed import barrier as b; b()``).
@@ -210,6 +223,9 @@ class _Screen:
         self.hot_functions: set[str] = set()    # defs that may run per step (pass 1, see _collect)
         self.depth = 0                          # the depth of the tree
         self.device_copy = False
+        self.size_names: set[str] = set()       # names given as a size to Linear/Embedding/ConvNd (OFF_TILE)
+        self.biased: set[str] = set()  # BIASED_NORM: "conv" / "linear" given no bias=False, "norm" / "flat-norm"
+        self.steppy = False  # the file has a loop that may be a training loop (_steppy_loop)
 
     # -- pass 1: imports, aliases, bindings ---------------------------------------------------------------------
     def run(self) -> frozenset[str]:
@@ -220,10 +236,18 @@ class _Screen:
         self._walk(self.tree, self.tree, False)
         found = self.found
         found.update(CALL_PREFIX + name for name in self.called)
+        if self.size_names and any(isinstance(stmt, ast.Assign) and _off_tile(getattr(stmt.value, "value", None))
+                                   and any(isinstance(t, ast.Name) and t.id in self.size_names for t in stmt.targets)
+                                   for stmt in self.tree.body):
+            found.add(OFF_TILE)  # a module constant: VOCAB = 50257 ... nn.Linear(d, VOCAB)
+        if {"conv", "norm"} <= self.biased or {"linear", "flat-norm"} <= self.biased:
+            found.add(BIASED_NORM)
         if self.device_copy and DATALOADER in found:
             found.add(PINNED_COPY)
         if not self.torch:
             found -= SYNC_KINDS | {ELEMENT_LOOP}
+        if not self.steppy:  # TL502 reports in a training step: a model's loops over its layers are none (a function
+            found.discard(ELEMENT_LOOP)  # another file calls per step is analysed whatever its sites: lint.py)
         return frozenset(found)
 
     def _collect(self, node: ast.AST, scope: ast.AST, assigned: dict[str, int], candidates: dict[str, str]) -> None:
@@ -449,6 +473,8 @@ class _Screen:
             elif isinstance(node, _LOOPS):
                 if hot and ELEMENT_LOOP not in self.found and _element_loop(node):
                     self.found.add(ELEMENT_LOOP)
+                if not self.steppy and isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and _steppy_loop(node):
+                    self.steppy = True
                 hot = True
                 if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                     loop = node
@@ -485,6 +511,18 @@ class _Screen:
         positional = [a for a in node.args if not isinstance(a, ast.Starred)]
         if "DataLoader" in leaves:
             found.add(DATALOADER)
+        if leaves & _BATCH_NORMS:
+            self.biased.update(("norm", "flat-norm") if leaves & _FLAT_NORMS else ("norm",))
+        if leaves & _CONVS or "Linear" in leaves:
+            bias = next((k.value for k in node.keywords if k.arg == "bias"), None)
+            if not (isinstance(bias, ast.Constant) and bias.value is False):
+                self.biased.add("conv" if leaves & _CONVS else "linear")
+        if leaves & _SIZED_LAYERS and OFF_TILE not in found:
+            for arg in (*positional, *(k.value for k in node.keywords)):
+                if isinstance(arg, ast.Constant) and _off_tile(arg.value):
+                    found.add(OFF_TILE)
+                elif isinstance(arg, ast.Name):
+                    self.size_names.add(arg.id)
         if method == "zero_grad":
             arg = next((k.value for k in node.keywords if k.arg == "set_to_none"), None)
             if arg is None and positional:
