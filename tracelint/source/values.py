@@ -473,9 +473,7 @@ class Values:
         if depth > _MAX_DEPTH:
             return False
         if isinstance(expr, cst.Name):
-            table = self.bindings(scope)
-            where = table.order.get(expr) if at is None else at
-            before = [b for b in table.bindings.get(expr.value, ()) if where is not None and b.order < where]
+            before = self._bound_before(expr, scope, at)
             return bool(before) and before[-1].element is None and not before[-1].augmented and \
                 self._module_object(before[-1].value, scope, before[-1].order, depth + 1)
         if not isinstance(expr, cst.Call):
@@ -488,15 +486,19 @@ class Values:
         found = words(name)
         return bool(found & _BUILD_WORDS and found & _MODULE_NOUNS)
 
+    def _bound_before(self, name: cst.Name, scope, at: int | None) -> list:
+        """The bindings of ``name`` in ``scope`` before its use (or before order ``at``), in order."""
+        table = self.bindings(scope)
+        where = table.order.get(name) if at is None else at
+        return [b for b in table.bindings.get(name.value, ()) if where is not None and b.order < where]
+
     def _metric_object(self, expr: cst.BaseExpression, scope, at: int | None, depth: int) -> bool:
         """``expr`` is a torchmetrics metric (``acc = torchmetrics.Accuracy(...).to(device)``, or a name bound to
         one in the same function or at module level)."""
         if depth > _MAX_DEPTH:
             return False
         if isinstance(expr, cst.Name):
-            table = self.bindings(scope)
-            where = table.order.get(expr) if at is None else at
-            before = [b for b in table.bindings.get(expr.value, ()) if where is not None and b.order < where]
+            before = self._bound_before(expr, scope, at)
             if not before and scope is not self.tree.module:
                 before = self.bindings(self.tree.module).bindings.get(expr.value, [])
             return bool(before) and before[-1].value is not None and before[-1].element is None and \

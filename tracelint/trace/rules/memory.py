@@ -17,6 +17,11 @@ from tracelint.trace.verdict import CPU_BOUND, Verdict
 _ZERO_GRAD = re.compile(r"zero_grad\(")
 
 
+def _ops_in_steps(model, prefix: str) -> list:
+    """The ops named ``prefix...`` (the optimizer's record_function ranges) that start inside a profiled step."""
+    return [o for o in model.ops if o.name.startswith(prefix) and model.step_at(o.start) is not None]
+
+
 class ZeroGradKeepsGrads(TraceRule):
     """GPU work (fill kernels, memsets, ``_foreach_zero_``) launched inside ``Optimizer.zero_grad`` each step."""
 
@@ -24,8 +29,7 @@ class ZeroGradKeepsGrads(TraceRule):
 
     def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         model = analysis.model
-        zero_grads = [o for o in model.ops if o.name.startswith("Optimizer.zero_grad") and
-                      model.step_at(o.start) is not None]
+        zero_grads = _ops_in_steps(model, "Optimizer.zero_grad")
         if not zero_grads:
             return
         n_steps = len(model.steps) or 1
@@ -91,8 +95,7 @@ class OptimizerWithoutForeach(TraceRule):
 
     def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         model = analysis.model
-        steps_ops = [o for o in model.ops if o.name.startswith("Optimizer.step#") and
-                     model.step_at(o.start) is not None]
+        steps_ops = _ops_in_steps(model, "Optimizer.step#")
         if not steps_ops:
             return
         seen: set[int] = set()  # an event launched under nested step ranges (a wrapper's and the optimizer's) once
