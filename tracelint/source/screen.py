@@ -459,22 +459,29 @@ class _Screen:
 
     # -- pass 2: sites ---------------------------------------------------------------------------------------------
     def _walk(self, root: ast.AST, scope: ast.AST, hot: bool) -> None:
-        # ``loop``: the innermost for/while loop of the same function (for PROJECT_CALL)
-        work: list[tuple[ast.AST, ast.AST, bool, ast.AST | None]] = [(root, scope, hot, None)]
+        # ``loop``: the innermost for/while loop of the same function (for PROJECT_CALL); ``step``: inside a loop
+        # that may be a training loop (_steppy_loop) and is no element loop over a range, or in a function called in
+        # a loop
+        # (ELEMENT_LOOP: ``for i in range(batch_size)`` in a collate function is no training step)
+        work: list[tuple[ast.AST, ast.AST, bool, ast.AST | None, bool]] = [(root, scope, hot, None, hot)]
         while work:
-            node, scope, hot, loop = work.pop()
+            node, scope, hot, loop, step = work.pop()
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 # a function the file calls may be called per step (callers.py follows the call)
                 scope, hot, loop = node, node.name in self.hot_functions, None
+                step = hot
             elif isinstance(node, ast.Lambda):
                 scope = node  # a lambda runs where it is called (map(lambda t: t.item(), ...) in the loop)
             elif isinstance(node, ast.ClassDef):
-                hot, loop = False, None
+                hot, loop, step = False, None, False
             elif isinstance(node, _LOOPS):
-                if hot and ELEMENT_LOOP not in self.found and _element_loop(node):
+                element = _element_loop(node)
+                if step and ELEMENT_LOOP not in self.found and element:
                     self.found.add(ELEMENT_LOOP)
-                if not self.steppy and isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and _steppy_loop(node):
-                    self.steppy = True
+                over_range = element and isinstance(getattr(node, "iter", None), ast.Call) and \
+                    _dotted(node.iter.func) == "range"  # for i in range(batch_size): x[i] is no training loop
+                if not over_range and isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and _steppy_loop(node):
+                    self.steppy = step = True
                 hot = True
                 if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                     loop = node
@@ -485,7 +492,7 @@ class _Screen:
                     self.found.add(PROJECT_CALL)
             elif hot:
                 self._other(node, scope)
-            work.extend((child, scope, hot, loop) for child in ast.iter_child_nodes(node))
+            work.extend((child, scope, hot, loop, step) for child in ast.iter_child_nodes(node))
 
     def _other(self, node: ast.AST, scope: ast.AST) -> None:
         found = self.found
