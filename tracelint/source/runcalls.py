@@ -273,8 +273,9 @@ def _literal(expr: ast.expr | None) -> object:
 # ``Conv2d(``...) in a file holding a number TL404 reports (at least 1024, not a multiple of 8); only such files need
 # their program's settings.
 _TRAINING_STEP = re.compile(rb"\.backward\(")  # a call: ``def backward(ctx, ...)`` of an autograd Function is none
-_LAYER = re.compile(rb"Linear\(|Embedding\(|Conv[123]d\(")
-_NUMBER = re.compile(rb"[(,=][ \t]*(\d{4,})(?![\w.])")  # an argument or an assignment, not a year in a comment
+# The sizes TL404 reads: a number given on the line of a layer's call, or a module-level constant (``VOCAB = 50257``)
+_LAYER_SIZE = re.compile(rb"(?:Linear|Embedding|Conv[123]d)\([^\n]*?[(,=][ \t]*(\d{4,})(?![\w.])")
+_CONSTANT = re.compile(rb"^\w+[ \t]*=[ \t]*(\d{4,})[ \t]*(?:#[^\n]*)?$", re.M)
 
 
 # The words of a precision setting (not of matmuls): a file without one sets nothing TL404 asks about.
@@ -289,7 +290,8 @@ def _needs(data: bytes) -> str | None:
         return None
     if b".backward(" in data and _TRAINING_STEP.search(data):
         return "all"
-    if _LAYER.search(data) and any(int(n) % 8 for n in _NUMBER.findall(data) if int(n) >= 1024):
+    sizes = [*_LAYER_SIZE.findall(data), *_CONSTANT.findall(data)]
+    if any(int(n) % 8 for n in sizes if int(n) >= 1024):
         return "settings"
     return None
 
