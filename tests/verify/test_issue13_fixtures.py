@@ -171,3 +171,22 @@ def test_the_gpu_script_dry_run_checks_its_files_and_commands(tmp_path):
                           capture_output=True, text=True, timeout=300, env={**os.environ, "OUT": str(tmp_path)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "dry run ok" in done.stdout
+
+
+def test_tl401s_fix_is_the_tf32_variant_measured_once(tmp_path):
+    """A matmul-bound fp32 script: TL401's (unsafe) fix enables TF32, so the harness's own tf32 variant would
+    measure the same thing twice; bf16 is still offered."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "model = nn.Sequential(*[nn.Linear(4096, 4096) for _ in range(8)]).cuda()\n"
+        "opt = torch.optim.AdamW(model.parameters())\n"
+        "x = torch.randn(2048, 4096, device='cuda')\n"
+        "for step in range(1000):\n"
+        "    loss = (model(x) @ torch.ones(4096, 1, device='cuda')).square().mean()\n"
+        "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n", encoding="utf-8")
+    keys = [v.key for v in plan(script, tmp_path / "scratch").variants]
+    assert any(k.startswith("TL401:") for k in keys), keys
+    assert "tf32" not in keys and "bf16" in keys
+    explicit = [v.key for v in plan(script, tmp_path / "scratch2", precision=["tf32"]).variants]
+    assert "tf32" in explicit  # asked for by name, it is measured

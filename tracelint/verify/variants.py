@@ -214,5 +214,7 @@ def plan(path: Path, scratch_dir: Path, *, precision: Iterable[str] | None = Non
         if together != text and all(together != v.text for v in variants):
             variants.append(Variant("all", "all fixes together", safe, together))
     modes = precision_modes(text) if precision is None else list(precision)
+    if precision is None and any(v.finding is not None and v.finding.code == "TL401" for v in variants):
+        modes = [m for m in modes if m != "tf32"]  # TL401's fix is that TF32 variant: measured once, as the finding
     variants.extend(Variant(m, PRECISION_TITLES[m], False, text, precision=m) for m in modes)
     return Plan(text, findings, tuple(variants), errors, tuple(unmeasured))
