@@ -36,7 +36,7 @@ from tracelint.engine import Config, Finding, InputError, TraceSummary, discover
 from tracelint.engine import metrics as M
 from tracelint.trace import pool
 from tracelint.trace.files import Skipped
-from tracelint.trace.job import Job, RankDigest, RankWait, analyze_job, digest_of
+from tracelint.trace.job import Job, RankDigest, RankWait, analyze_job, digest_of, rank_list
 from tracelint.trace.load import NotATrace, TraceReadError, open_trace
 from tracelint.trace.metrics import TraceAnalysis, analyze_device
 from tracelint.trace.model import TraceModel, build_model, problem_warnings
@@ -412,19 +412,7 @@ def _missing(job: Job, failed: list[str]) -> str | None:
     if failed:
         names = ", ".join(sorted(failed)[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
         why = f"{len(failed)} file{'s' if len(failed) != 1 else ''} here could not be analyzed: {names}"
-    return f"{_ranks(missing)} of {world} missing ({why})"
-
-
-def _ranks(ranks: list[int]) -> str:
-    """``rank 3``, ``ranks 3, 7``, ``ranks 2-127`` (runs of three or more as ranges)."""
-    runs: list[list[int]] = []
-    for r in ranks:
-        if runs and r == runs[-1][-1] + 1:
-            runs[-1].append(r)
-        else:
-            runs.append([r])
-    parts = [f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs]
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts)
+    return f"{rank_list(missing)} of {world} missing ({why})"
 
 
 def internal_error(path: str, exc: BaseException, doing: str = "analyzing") -> InputError:

@@ -216,3 +216,15 @@ def _waits(job: Job, matched: list[dict[int, Collective]], config: Config) -> No
         step = job.step_us()
         if step and job.caused[worst] >= config.threshold("straggler-min-wait-pct") / 100.0 * step:
             job.straggler = worst
+
+
+def rank_list(ranks: list[int]) -> str:
+    """``rank 3``, ``ranks 3, 7``, ``ranks 2-127`` (runs of three or more as ranges)."""
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    parts = [f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs]
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from tracelint.engine import Config, Finding, TraceLocation
 from tracelint.engine import metrics as M
 from tracelint.trace.comm import top_collective
-from tracelint.trace.job import Job
+from tracelint.trace.job import Job, rank_list
 from tracelint.trace.metrics import TraceAnalysis
 from tracelint.trace.rule import JobRule, TraceRule
 from tracelint.trace.rules._common import finding, ms, pct
@@ -88,6 +88,4 @@ class StragglerRank(JobRule):
 
 
 def _ranks(ranks: list[int]) -> str:
-    if not ranks:
-        return "the other ranks"
-    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
+    return rank_list(ranks) if ranks else "the other ranks"
