@@ -239,6 +239,13 @@ class FileContext:
         self.stack: list[cst.CSTNode] = []
         self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self._positions = None
+        self._memo: dict[str, object] = {}
+
+    def memo(self, key: str, compute):
+        """``compute(self)`` once per file: facts several rules share (loops.facts, the loader facts of TL2xx)."""
+        if key not in self._memo:
+            self._memo[key] = compute(self)
+        return self._memo[key]
 
     # -- text -----------------------------------------------------------------------------------------------
     def mentions(self, word: str) -> bool:

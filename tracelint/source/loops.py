@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from weakref import WeakKeyDictionary
 
 import libcst as cst
 
 from tracelint.source.callers import Callers
 from tracelint.source.calls import literal
-from tracelint.source.context import dotted_name, iter_children
+from tracelint.source.context import FileContext, dotted_name, iter_children
 from tracelint.source.runcalls import Entry
 from tracelint.source.values import Tree, Values, callee_name, words
 from tracelint.source.values import _is_number as is_number
@@ -519,12 +518,6 @@ class Facts(Values):
         return None
 
 
-_FACTS: WeakKeyDictionary[object, Facts] = WeakKeyDictionary()
-
-
-def facts(tree: Tree) -> Facts:
+def facts(ctx: FileContext) -> Facts:
     """The one Facts object of a file (shared by all rules that check it)."""
-    found = _FACTS.get(tree)
-    if found is None:
-        found = _FACTS[tree] = Facts(tree)
-    return found
+    return ctx.memo("facts", Facts)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import ClassVar
-from weakref import WeakKeyDictionary
 
 import libcst as cst
 
@@ -989,15 +988,9 @@ def _at_path(target: cst.BaseExpression, path: tuple[int, ...]) -> cst.BaseExpre
     return target
 
 
-_LOADER_FACTS: WeakKeyDictionary[FileContext, LoaderFacts] = WeakKeyDictionary()
-
-
 def loader_facts(ctx: FileContext) -> LoaderFacts:
     """The one LoaderFacts of a file (shared by TL201-TL203), built after the traversal."""
-    found = _LOADER_FACTS.get(ctx)
-    if found is None:
-        found = _LOADER_FACTS[ctx] = LoaderFacts(ctx)
-    return found
+    return ctx.memo("loader-facts", LoaderFacts)
 
 
 def _last_name(expr: cst.BaseExpression) -> str | None:
