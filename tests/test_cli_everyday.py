@@ -154,6 +154,8 @@ def test_stdin_is_linted_under_its_given_name(tmp_path):
     fixed = tracelint("check", "-", "--fix", "--stdin-filename", "train.py", cwd=tmp_path, stdin=source)
     assert "pin_memory=True" in fixed.stdout and "import torch" in fixed.stdout  # the fixed code on stdout
     assert "Found" in fixed.stderr  # the report on stderr
+    shown = tracelint("check", "-", "--diff", "--stdin-filename", "train.py", cwd=tmp_path, stdin=source)
+    assert shown.returncode == 1 and shown.stdout.startswith("--- a/train.py")  # --diff of the code from stdin
     assert list(tmp_path.iterdir()) == [tmp_path / "pyproject.toml"]  # nothing written beside the user's files
     assert tracelint("check", "-", "a.py", cwd=tmp_path, stdin="").returncode == 2
 

@@ -186,7 +186,7 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
         try:
             if "-" in paths:
                 return _stdin_run(mode, stdin_filename or "stdin.py", fixing, unsafe_fixes, configure, config, fmt,
-                                  output, view)
+                                  view)
             from tracelint.runner import run_paths
 
             return run_paths(list(paths), mode=mode, fix=fixing, unsafe_fixes=unsafe_fixes, configure=configure,
@@ -206,7 +206,7 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
             say(f"error: --dask-scheduler {DASK_MISSING}")
             sys.exit(EXIT_ERROR)
     result = once()
-    if "-" not in paths:
+    if not ("-" in paths and fixing is True):  # fixed code from stdin went to stdout, its report to stderr
         _report(result, fmt, output, view, show_diff)
     if annotate and not result.errors:
         from tracelint.trace.annotate import AnnotateError, annotate_trace
@@ -246,10 +246,10 @@ def _split_plain(values: tuple[str, ...]) -> tuple[str, ...] | None:
     return items or None
 
 
-def _stdin_run(mode, name, fix, unsafe_fixes, configure, config, fmt, output, view) -> RunResult:
+def _stdin_run(mode, name, fix, unsafe_fixes, configure, config, fmt, view) -> RunResult:
     """``tracelint check - --stdin-filename src/train.py``: the code from stdin, linted (with ``--fix``: fixed) as
     that file would be, in a private temporary folder (nothing is written beside the user's files); with --fix the
-    fixed code goes to stdout and the report to stderr, as ruff does."""
+    fixed code goes to stdout and the report to stderr, as ruff does (otherwise the caller reports, as for files)."""
     import tempfile
     from dataclasses import replace
 
@@ -281,10 +281,6 @@ def _stdin_run(mode, name, fix, unsafe_fixes, configure, config, fmt, output, vi
         click.echo(render(result, fmt, **view), err=True, nl=False)
         for error in result.errors:
             say(f"error: {error}")
-    elif fix == "diff":
-        pass  # the caller prints the diff
-    else:
-        emit(result, fmt, output, **view)
     return result
 
 
