@@ -254,7 +254,8 @@ def _report(result: RunResult, paint: _Paint, view: View = View()) -> str:
         lines.append(headline(overall or ranks, paint))
     if result.traces and not view.quiet:
         blocks = _findings_by_trace(result.findings, ranks)
-        in_job = {id(s) for o in overall for s in ranks if Path(o.path) in Path(s.path).parents}
+        members = {id(o): [s for s in ranks if Path(o.path) in Path(s.path).parents] for o in overall}
+        in_job = {id(s) for group in members.values() for s in group}
         for i, summary in enumerate(ranks):
             lines.append("")
             lines.extend(_trace_block(summary, blocks.get(i, []), paint, view, with_evidence=len(result.traces) > 1,
@@ -264,9 +265,9 @@ def _report(result: RunResult, paint: _Paint, view: View = View()) -> str:
             mine = [f for f in result.findings if id(f) not in placed and isinstance(f.location, TraceLocation)
                     and f.location.path == summary.path]
             placed.update(id(f) for f in mine)
-            members = [s for s in ranks if Path(summary.path) in Path(s.path).parents]
             lines.append("")
-            lines.extend(_trace_block(summary, mine, paint, view, with_evidence=len(overall) > 1, ranks=members))
+            lines.extend(_trace_block(summary, mine, paint, view, with_evidence=len(overall) > 1,
+                                      ranks=members[id(summary)]))
         if not overall and len(ranks) > 1:
             lines.extend(["", spread_line(ranks)])
         if not view.verbose and any(_hidden_metrics(s, view) for s in result.traces):
