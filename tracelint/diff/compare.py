@@ -31,7 +31,7 @@ at least 1 point, and a time by at least 1 % of BASE's step time per step (small
 
 **Kernel time per step**: the summed duration of the GPU events of one name (kernels, copies, memsets) launched in
 the profiled steps, divided by the number of steps. A name's class: ``gemm-tensor-core`` / ``gemm-cuda-core``
-(matmul and convolution kernels on or off Tensor Cores: tracelint.trace.kernels), ``attention``,
+(matmul and convolution kernels on or off Tensor Cores: tracelint.trace.kernels.kernel_group), ``attention``,
 ``communication`` (NCCL and peer-to-peer copies), ``copy`` (memcpy, memset and copy kernels), ``elementwise``,
 ``reduction``, ``normalization``, ``softmax``, ``other``. A kernel that ran on one side only *appeared* or
 *vanished* (its other side is ``None``).
@@ -61,6 +61,7 @@ from tracelint.engine import metrics as M
 from tracelint.engine.config import DEFAULT_MAX_REGRESSION_PCT
 from tracelint.engine.metrics import registry
 from tracelint.engine.result import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, RunResult
+from tracelint.trace.kernels import KERNEL_GROUPS, kernel_group
 
 KERNELS_LISTED = 30  # the kernels a diff lists (JSON); the text shows the first ten
 _MIN_MOVE_PCT = 1.0  # a metric moves by at least this percent (and points, for a percentage) before it counts
@@ -84,23 +85,6 @@ class Side:
     kernels: dict  # name -> (class, µs per step, launches per step)
     sync_sites: dict  # event -> syncs per step (tracelint.trace.rules.sync: aten::item, aten::nonzero, ...)
     findings: tuple[Finding, ...]
-
-
-def kernel_group(kind: str, name: str, analysis) -> str:
-    """The class a diff sums a GPU event's time under (module docstring)."""
-    from tracelint.trace.kernels import ATTENTION, COMMUNICATION, CONV, MATMUL, MEMORY_BOUND_OPS
-    from tracelint.trace.model import KERNEL, P2P, copy_direction
-
-    if kind != KERNEL:
-        return "communication" if copy_direction(name) == P2P else "copy"
-    kc = analysis.kernel_class(name)
-    if kc.op in (MATMUL, CONV):
-        return "gemm-tensor-core" if kc.tensor_core else "gemm-cuda-core"
-    if kc.op in (ATTENTION, COMMUNICATION):
-        return kc.op
-    if kc.family == "copy":
-        return "copy"
-    return kc.op if kc.op in MEMORY_BOUND_OPS else "other"
 
 
 def side_of(report) -> Side:
@@ -510,12 +494,6 @@ class Cause:
     sites: bool = False  # name the sync sites (aten::item) beside the count
 
 
-_CLASS_WORDS = {
-    "gemm-cuda-core": "GEMM kernels off Tensor Cores", "gemm-tensor-core": "GEMM kernels on Tensor Cores",
-    "attention": "attention kernels", "communication": "communication kernels", "copy": "copies",
-    "elementwise": "elementwise kernels", "reduction": "reduction kernels", "normalization": "normalization kernels",
-    "softmax": "softmax kernels", "other": "other kernels",
-}
 CAUSES = (
     Cause("GPU idle on host sync", M.IDLE_US["host_sync"], M.HOST_SYNCS_PER_STEP, "host syncs per step",
           sites=True),
@@ -529,7 +507,7 @@ CAUSES = (
     Cause("exposed communication", M.EXPOSED_COMM_US),
     *(Cause(words, group, M.FP32_MATMUL_OFF_TC_PCT if group == "gemm-cuda-core" else None,
             "fp32 share of matmul time" if group == "gemm-cuda-core" else "")
-      for group, words in _CLASS_WORDS.items()),
+      for group, words in KERNEL_GROUPS.items()),
 )
 
 
@@ -633,5 +611,5 @@ def _ms(value: float | None) -> str:
 
 
 __all__ = ["CAUSES", "DiffReport", "KernelChange", "MetricChange", "Side", "StepChange", "TraceDiff", "compare",
-           "diff_traces", "finding_key", "kernel_group", "measure", "side_of", "step_change", "summarize"]
+           "diff_traces", "finding_key", "measure", "side_of", "step_change", "summarize"]
 

@@ -310,9 +310,9 @@ def _empty(text: str) -> str:
 
 
 def _class_words(group: str) -> str:
-    from tracelint.diff.compare import _CLASS_WORDS
+    from tracelint.trace.kernels import KERNEL_GROUPS
 
-    return _CLASS_WORDS.get(group, group)
+    return KERNEL_GROUPS.get(group, group)
 
 
 def _kernel_charts(page: _Page, summary: TraceSummary, t: dict) -> str:

@@ -84,6 +84,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from tracelint.trace.model import KERNEL, P2P, copy_direction
+
 MATMUL, CONV, ATTENTION, COMMUNICATION, OTHER = "matmul", "conv", "attention", "communication", "elementwise/other"
 # Memory-bound categories (carved out of OTHER): KernelClass.memory_bound is True for these.
 ELEMENTWISE, REDUCTION, NORMALIZATION, SOFTMAX = "elementwise", "reduction", "normalization", "softmax"
@@ -648,3 +650,28 @@ def classify_kernel(name: str, arch: int | None = None) -> KernelClass:
     if result.tensor_core and arch is not None and arch < 7 and result.family not in _AMD_FAMILIES:
         return KernelClass(result.op, False, result.precision, result.family)
     return result
+
+
+# --- the classes a report sums GPU time under (tracelint diff, the HTML report) --------------------------------
+KERNEL_GROUPS = {
+    "gemm-cuda-core": "GEMM kernels off Tensor Cores", "gemm-tensor-core": "GEMM kernels on Tensor Cores",
+    "attention": "attention kernels", "communication": "communication kernels", "copy": "copies",
+    "elementwise": "elementwise kernels", "reduction": "reduction kernels", "normalization": "normalization kernels",
+    "softmax": "softmax kernels", "other": "other kernels",
+}
+
+
+def kernel_group(kind: str, name: str, analysis) -> str:
+    """The group of KERNEL_GROUPS a GPU event's time is summed under: matmul and convolution kernels on or off Tensor
+    Cores, attention, communication (NCCL and peer-to-peer copies), copies (memcpy, memset, copy kernels), the
+    memory-bound ops, other."""
+    if kind != KERNEL:
+        return "communication" if copy_direction(name) == P2P else "copy"
+    kc = analysis.kernel_class(name)
+    if kc.op in (MATMUL, CONV):
+        return "gemm-tensor-core" if kc.tensor_core else "gemm-cuda-core"
+    if kc.op in (ATTENTION, COMMUNICATION):
+        return kc.op
+    if kc.family == "copy":
+        return "copy"
+    return kc.op if kc.op in MEMORY_BOUND_OPS else "other"

@@ -16,6 +16,7 @@ import math
 from typing import TYPE_CHECKING
 
 from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
+from tracelint.trace.kernels import kernel_group
 from tracelint.trace.metrics import merge
 from tracelint.trace.model import H2D, KERNEL, PAGEABLE, PINNED
 
@@ -119,8 +120,7 @@ def _steps(analysis: TraceAnalysis, w0: float) -> list[dict]:
 
 
 def _kernels(analysis: TraceAnalysis, launched) -> dict:
-    """GPU time by kernel class (the diff's classes: tracelint.diff.compare.kernel_group) and the top kernels."""
-    from tracelint.diff.compare import kernel_group
+    """GPU time by kernel class (tracelint.trace.kernels.kernel_group) and the top kernels."""
 
     time: dict[str, float] = {}
     count: dict[str, int] = {}
