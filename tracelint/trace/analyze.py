@@ -75,8 +75,9 @@ class Report:
         """Jupyter shows a Report as the HTML report (tracelint.render.html), isolated in an iframe."""
         from tracelint.render.html import notebook_frame
 
-        summaries = [s if s.timeline is not None or a is None else replace(s, timeline=timeline_of(a))
-                     for s, a in zip(self.summaries, [*self.analyses, *[None] * len(self.summaries)], strict=False)]
+        # a summary and its device's analysis share their index (a job summary has no analyses)
+        summaries = [s if s.timeline is not None or i >= len(self.analyses) else
+                     replace(s, timeline=timeline_of(self.analyses[i])) for i, s in enumerate(self.summaries)]
         return notebook_frame(summaries, self.findings)
 
 
