@@ -240,10 +240,10 @@ def analyze_file(path: str, config: Config, searched: bool = False, keep_analyse
             line.finish()
 
 
-def _in_job(done: Analyzed, job: Job, config: Config) -> Report:
+def _in_job(done: Analyzed, job: Job, config: Config, job_aware: dict) -> Report:
     """A rank's Report as its job sees it. The job changes only its headline device: the wait for its peers is set
     in its metrics (``comm_wait_us``), names whom it waits for in a comm-bound verdict, and is no longer counted as
-    its own exposed communication by the rules with ``in_job``."""
+    its own exposed communication by the rules with ``in_job`` (``job_aware``: those rules by code)."""
     d, report = done.digest, done.report
     wait = job.waits.get(d.rank)
     if wait is None:  # its collectives were not matched: what it was alone
@@ -256,8 +256,7 @@ def _in_job(done: Analyzed, job: Job, config: Config) -> Report:
     findings: list[Finding] = []
     for i, finding in enumerate(report.findings):
         if i in done.in_job:
-            rule = next(r for r in _rules(config, TraceRule) if r.code == finding.code)
-            finding = rule.in_job(finding, head.metrics, config)
+            finding = job_aware[finding.code].in_job(finding, head.metrics, config)
         if finding is not None:
             findings.append(finding)
     findings.sort(key=Finding.sort_key)
@@ -375,10 +374,11 @@ def _judge_jobs(analyzed: list[Analyzed], failed: dict[str, list[str]],
         except Exception as exc:  # the ranks are still judged, each on its own
             yield internal_error(directory, exc, "matching the ranks of a job")
     reports: dict[int, Report] = {}
+    job_aware = {rule.code: rule for rule in _rules(config, TraceRule) if hasattr(rule, "in_job")} if jobs else {}
     for one in analyzed:
         job = job_of.get(id(one))
         try:
-            reports[id(one)] = report = one.report if job is None else _in_job(one, job, config)
+            reports[id(one)] = report = one.report if job is None else _in_job(one, job, config, job_aware)
         except Exception as exc:
             yield internal_error(one.report.path, exc)
             continue
