@@ -29,10 +29,10 @@ _PROJECT_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg",
 
 
 def program_settings(ctx: FileContext) -> frozenset[str]:
-    """The precision settings of the programs the file is part of (see the module docstring)."""
-    if ctx.program_precision is not None:
-        return ctx.program_precision | precision_settings(ctx.source)
-    return precision_settings(ctx.source)
+    """The precision settings of the programs the file is part of (see the module docstring); the file's own are
+    read once (``ast.parse`` of it) for TL401 and TL404."""
+    own = ctx.memo("precision-settings", lambda c: precision_settings(c.source))
+    return own | ctx.program_precision if ctx.program_precision is not None else own
 
 
 def pinned_torch(path: str) -> tuple[int, int] | None:
