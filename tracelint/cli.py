@@ -145,20 +145,27 @@ def _overrides(config: Config, select, ignore, fail_on, thresholds, exclude=None
     if fail_on:
         changes["fail_on"] = Severity.parse(fail_on)
     if thresholds:
-        merged = dict(config.trace_thresholds)
-        for item in thresholds:
-            key, sep, value = item.partition("=")
-            try:
-                merged[key.strip()] = float(value)
-            except ValueError:
-                raise click.UsageError(f"--threshold {item!r}: expected KEY=NUMBER") from None
-            if not sep:
-                raise click.UsageError(f"--threshold {item!r}: expected KEY=NUMBER")
+        merged = {**dict(config.trace_thresholds), **threshold_options(thresholds)}
         try:
             changes["trace_thresholds"] = threshold_items(merged.items(), "--threshold")
         except ConfigError as exc:
             raise click.UsageError(str(exc)) from None
     return config.override(**changes)
+
+
+def threshold_options(items: tuple[str, ...]) -> dict[str, float]:
+    """``--threshold KEY=VALUE`` options as {key: number} (the keys are checked by the caller's registry); a usage
+    error for an item that is not KEY=NUMBER."""
+    out: dict[str, float] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise click.UsageError(f"--threshold {item!r}: expected KEY=NUMBER") from None
+        if not sep:
+            raise click.UsageError(f"--threshold {item!r}: expected KEY=NUMBER")
+    return out
 
 
 def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path, output, exclude=(), quiet=False,

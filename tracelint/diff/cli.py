@@ -6,23 +6,14 @@ import sys
 
 import click
 
-from tracelint.cli import _base_config, emit, format_option, output_option
+from tracelint.cli import _base_config, emit, format_option, output_option, threshold_options
 from tracelint.engine import ConfigError
 from tracelint.engine.config import diff_gate_items
 
 
 def _gates(config, items: tuple[str, ...]) -> tuple[tuple[str, float], ...]:
     """The config's diff thresholds, overridden by ``--threshold KEY=VALUE`` (TL010 gate keys)."""
-    merged = dict(config.diff_thresholds)
-    for item in items:
-        key, sep, value = item.partition("=")
-        try:
-            number = float(value)
-        except ValueError:
-            number = None
-        if not sep or number is None:
-            raise click.UsageError(f"--threshold {item!r}: expected KEY=NUMBER")
-        merged[key.strip()] = number
+    merged = {**dict(config.diff_thresholds), **threshold_options(items)}
     try:
         return diff_gate_items(merged.items(), "--threshold")
     except ConfigError as exc:
