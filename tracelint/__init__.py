@@ -9,7 +9,7 @@ The public API::
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from tracelint.engine.version import __version__
 
 __all__ = ["analyze_trace", "lint_paths", "on_trace_ready", "profile", "__version__"]
 
@@ -20,10 +20,6 @@ def __getattr__(name: str):
         from tracelint.source import lint_paths
 
         return lint_paths
-    if name == "analyze_trace":
-        from tracelint.trace import analyze_trace
-
-        return analyze_trace
     if name == "on_trace_ready":
         from tracelint.trace.profiler import on_trace_ready
 
@@ -39,3 +35,14 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
+
+
+def analyze_trace(path, **options):
+    """``tracelint.trace.analyze_trace`` (one trace file in, a Report out; same options), whose Report shows itself in
+    Jupyter as the HTML report."""
+    from dataclasses import replace
+
+    from tracelint.render.html import notebook_frame
+    from tracelint.trace.analyze import analyze_trace as analyze
+
+    return replace(analyze(path, **options), html=notebook_frame)

@@ -15,6 +15,7 @@ import pytest
 from tracelint.diff import diff_traces
 from tracelint.engine import Config
 from tracelint.render import render
+from tracelint.render.json import document
 from tracelint.testing import TraceBuilder
 from tracelint.trace.analyze import analyze_trace
 
@@ -120,7 +121,7 @@ def test_a_trace_against_itself(fixture_traces):
 
 def test_metrics_list_every_metric_of_both_traces(fixture_traces):
     base, new = fixture(fixture_traces, "matmul_tf32"), fixture(fixture_traces, "matmul_fp32")
-    doc = diff_traces(base, new).as_dict()
+    doc = document(diff_traces(base, new).run_result())
     assert list(doc) == ["version", "diffs", "errors"] and doc["version"] == 1 and doc["errors"] == []
     (d,) = doc["diffs"]
     for key in ("base", "new", "step_ms", "verdict", "metrics", "kernels", "findings", "regression", "summary"):

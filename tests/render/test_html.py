@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import tracelint
 from tests.conftest import FIXTURE_TRACES
 from tracelint.engine import Finding, RunResult, Severity, TraceLocation, TraceSummary
 from tracelint.engine import metrics as M
@@ -157,7 +158,10 @@ def test_trace_strings_never_become_markup():
 
 
 def test_report_shows_itself_in_jupyter():
-    shown = analyze_trace(ITEM)._repr_html_()
+    """The public API's Report shows the HTML report; the trace half's own has no look of its own (Jupyter falls
+    back to its repr): the output layer hands the frame down, the trace half never imports it."""
+    assert analyze_trace(ITEM)._repr_html_() is None
+    shown = tracelint.analyze_trace(ITEM)._repr_html_()
     assert shown.startswith("<iframe srcdoc=\"&lt;!DOCTYPE html&gt;") and 'sandbox="allow-scripts"' in shown
     assert "cpu-bound" in shown
 
@@ -311,4 +315,4 @@ def test_only_the_html_report_pays_for_the_timeline(tmp_path):
 
     assert run_paths([ITEM], mode="trace").traces[0].timeline is None
     assert run_paths([ITEM], mode="trace", timelines=True).traces[0].timeline is not None
-    assert "GPU timeline" in analyze_trace(ITEM)._repr_html_()
+    assert "GPU timeline" in tracelint.analyze_trace(ITEM)._repr_html_()

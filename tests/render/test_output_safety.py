@@ -29,8 +29,8 @@ from tracelint.engine import (
     TraceLocation,
     TraceSummary,
 )
+from tracelint.engine.escape import MAX_SAFE_INT, map_strings, no_commands, terminal
 from tracelint.render import formats, render
-from tracelint.render._escape import MAX_SAFE_INT, map_strings, no_commands, terminal
 from tracelint.render.text import render as render_text
 
 from .test_sarif import assert_github_code_scanning_shape

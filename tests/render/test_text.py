@@ -6,8 +6,9 @@ import math
 import pytest
 
 from tracelint.engine import RunResult, Severity
+from tracelint.engine.display import format_metric
 from tracelint.render import render
-from tracelint.render.text import format_metric, ordered_metrics
+from tracelint.render.text import ordered_metrics
 from tracelint.render.text import render as render_text
 
 from .conftest import EVIDENCE, source_finding, summary, trace_finding

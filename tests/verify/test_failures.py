@@ -4,8 +4,9 @@ from __future__ import annotations
 import pytest
 
 from tests.verify.conftest import CPU, SCRIPTS
+from tracelint.engine.stats import t975
 from tracelint.verify.run import RunOutcome, RunSettings, run_once
-from tracelint.verify.stats import CONFIRMED, FAILED, NO_EFFECT, SLOWER, judge, paired_interval, percent, t975
+from tracelint.verify.stats import CONFIRMED, FAILED, NO_EFFECT, SLOWER, judge, paired_interval, percent
 from tracelint.verify.variants import plan
 
 BASELINE = (10.0, 10.2, 10.1)  # the baseline blocks a variant's blocks are paired with, round for round

@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.verify.conftest import CPU, SCRIPTS, report, synthetic
+from tracelint.cli.verify import verify_cmd
 from tracelint.render import formats
-from tracelint.verify.cli import verify_cmd
 
 
 def test_text_table_has_one_row_per_variant_and_shows_failures():
@@ -74,7 +74,7 @@ def test_the_command_writes_every_format_through_the_shared_plumbing(fmt, monkey
 
 def test_progress_follows_the_shared_rule(monkeypatch):
     """Progress: on a terminal only, never under pre-commit (tracelint.cli.progress_enabled)."""
-    from tracelint.verify.cli import _progress
+    from tracelint.cli.verify import _progress
 
     monkeypatch.setattr("sys.stderr.isatty", lambda: True)
     monkeypatch.setenv("PRE_COMMIT", "1")

@@ -59,8 +59,11 @@ from pathlib import Path
 from tracelint.engine import Config, Finding, InputError, TraceLocation
 from tracelint.engine import metrics as M
 from tracelint.engine.config import DEFAULT_MAX_REGRESSION_PCT
+from tracelint.engine.display import format_metric, format_seconds
 from tracelint.engine.metrics import registry
+from tracelint.engine.records import finding_dict
 from tracelint.engine.result import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, RunResult
+from tracelint.engine.stats import t975
 from tracelint.trace.kernels import KERNEL_GROUPS, kernel_group
 
 KERNELS_LISTED = 30  # the kernels a diff lists (JSON); the text shows the first ten
@@ -245,12 +248,11 @@ class TraceDiff:
 
     def as_dict(self) -> dict:
         """The JSON report's ``diffs`` entry (tracelint.render.json documents it)."""
-        from tracelint.render.json import finding_dict
-
         return {
             "base": self.base, "new": self.new, "rank": self.rank,
             "step_ms": self.step.as_dict(),
-            "steps": {"base": self.step.base_steps, "new": self.step.new_steps},
+            "steps": {"base": self.step.base_steps, "new": self.step.new_steps,
+                      "few": min(self.step.base_steps, self.step.new_steps) < FEW_STEPS},
             "verdict": {"base": self.verdict[0], "new": self.verdict[1]},
             "metrics": [m.as_dict() for m in self.metrics],
             "kernels": [k.as_dict() for k in self.kernels],
@@ -278,12 +280,6 @@ class DiffReport:
         if self.errors:
             return EXIT_ERROR
         return EXIT_FINDINGS if self.regression else EXIT_CLEAN
-
-    def as_dict(self) -> dict:
-        """The JSON report (tracelint.render.json documents it)."""
-        from tracelint.render.json import document
-
-        return document(self.run_result())
 
     def run_result(self) -> RunResult:
         """The RunResult every format renders: the diffs as plain records, NEW's new findings as its findings (what
@@ -361,8 +357,6 @@ def _round(x: float | None, digits: int = 2) -> float | None:
 
 def step_change(base_us: tuple[float, ...], new_us: tuple[float, ...]) -> StepChange:
     """Means, change and noise band of two series of per-step times in µs (module docstring)."""
-    from tracelint.verify.stats import t975
-
     b, n = _mean(base_us), _mean(new_us)
     change = 100.0 * (n - b) / b if b and n is not None else None
     noise = None
@@ -448,8 +442,6 @@ def _finding_changes(base: tuple[Finding, ...], new: tuple[Finding, ...]):
 
 def _crossed(base: dict, new: dict, thresholds: dict) -> Iterable[str]:
     """The TL010 gate keys NEW crosses and BASE met (``min-…`` a lower limit, ``max-…`` an upper one)."""
-    from tracelint.render.text import format_metric
-
     for metric in M.gates():
         limit = thresholds.get(metric.gate)
         if limit is None:
@@ -514,8 +506,6 @@ CAUSES = (
 def summarize(base: Side, new: Side, step: StepChange, classes: tuple[KernelChange, ...],
               new_findings: tuple[Finding, ...], fixed: tuple[Finding, ...]) -> str:
     """One line: the step change, then what explains it (module docstring)."""
-    from tracelint.render.text import format_metric
-
     if step.change_pct is None:
         return f"step time {_ms(step.base_ms)} → {_ms(step.new_ms)}: no change can be measured"
     head = f"{step.change_pct:+.1f}% step time ({_ms(step.base_ms)} → {_ms(step.new_ms)}"
@@ -545,7 +535,7 @@ def summarize(base: Side, new: Side, step: StepChange, classes: tuple[KernelChan
             impact = (n or 0.0) / steps[1] - (b or 0.0) / steps[0]
         if impact * sign <= 0 or abs(impact) < _MIN_SHARE * delta_step_us:
             continue
-        found.append((abs(impact), _clause(cause, impact, base, new, steps, by_class, format_metric), cause))
+        found.append((abs(impact), _clause(cause, impact, base, new, steps, by_class), cause))
     found.sort(key=lambda t: -t[0])
     covered = {c for _, _, cause in found for c in cause.covers}
     clauses = [text for _, text, cause in found if not (isinstance(cause.time, str) and cause.time in covered)][:3]
@@ -558,7 +548,7 @@ def summarize(base: Side, new: Side, step: StepChange, classes: tuple[KernelChan
     return f"{head}: {tail}" if tail else f"{head}: no single cause stands out (see the metrics)"
 
 
-def _clause(cause: Cause, impact_us: float, base: Side, new: Side, steps, by_class, format_metric) -> str:
+def _clause(cause: Cause, impact_us: float, base: Side, new: Side, steps, by_class) -> str:
     parts = []
     if cause.count is not None:
         b, n = cause.count.of(base.metrics), cause.count.of(new.metrics)
@@ -605,8 +595,6 @@ def _top_kernel(base: Side, new: Side, group: str, impact_us: float) -> str | No
 
 
 def _ms(value: float | None) -> str:
-    from tracelint.render.text import format_seconds
-
     return "n/a" if value is None else format_seconds(value / 1e3)
 
 

@@ -5,42 +5,12 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from tracelint.engine.display import Paint, format_metric
+from tracelint.engine.escape import map_strings, no_commands, terminal
+from tracelint.engine.location import Location, SourceLocation, TraceLocation, trace_context
 from tracelint.engine.severity import Severity
 
-
-@dataclass(frozen=True, slots=True)
-class SourceLocation:
-    """A span in a source file. Lines and columns are 1-based, as editors, the text report and the JSON report
-    count them (a column counts characters, not bytes); the end column is exclusive. ``column`` is None when only
-    the line is known (the Python stack of a trace event gives no column)."""
-
-    path: str
-    line: int
-    column: int | None = None
-    end_line: int | None = None
-    end_column: int | None = None
-    cell: int | None = None  # notebook cell number (1-based) when path is an .ipynb; line counts within the cell
-
-    def __str__(self) -> str:
-        """``train.py:42:9``, ``nb.ipynb:cell 3:4:5``: the position as the text report shows it."""
-        pos = f"{self.line}:{self.column}" if self.column else str(self.line)
-        return f"{self.path}:cell {self.cell}:{pos}" if self.cell is not None else f"{self.path}:{pos}"
-
-
-@dataclass(frozen=True, slots=True)
-class TraceLocation:
-    """A place in a profiler trace, with the source position its Python stack gives when it has one."""
-
-    path: str
-    rank: int | None = None
-    step: int | None = None
-    start_us: float | None = None
-    end_us: float | None = None
-    event: str | None = None
-    source: SourceLocation | None = None
-
-
-Location = SourceLocation | TraceLocation
+PLAIN = Paint(False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,21 +59,56 @@ class Finding:
     def fingerprint(self) -> str:
         """Stable across runs and line moves: code, path and message (not the line number) for a source finding;
         for a trace finding, whose message carries measured numbers that change from run to run, code, trace
-        path, the source line it points at and the event name."""
+        path, the source line it points at and the event name. A file name's undecodable bytes (lone surrogates)
+        are hashed as their ``\\udcff`` escapes, which keeps names that differ only in such bytes apart."""
         loc = self.location
         if isinstance(loc, TraceLocation):
             where = f"{loc.source.path}:{loc.source.line}" if loc.source else ""
             text = f"{self.code}\0{self.path}\0{where}\0{loc.event or ''}"
         else:
             text = f"{self.code}\0{self.path}\0{self.message}"
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16]
 
     def __str__(self) -> str:
         """The finding as the text report prints it, without color: ``train.py:42:9: TL101 warning [*] message``,
-        then, for a trace finding, its source line and measured details on lines of their own."""
-        from tracelint.render.text import plain_finding  # the one place that formats a finding line
+        then, for a trace finding, its source line and measured details on lines of their own; escaped like the
+        report."""
+        return no_commands("\n".join(self.escaped().lines()))
 
-        return plain_finding(self)
+    def lines(self, paint: Paint = PLAIN, source: list[str] | tuple[str, ...] = ()) -> list[str]:
+        """``path:line:col: TL101 warning [*] message`` or ``trace.json.gz (rank 0, step 12): TL202 info message``,
+        then the source line of a trace finding (``  --> train.py:42``), the ``source`` lines a report shows under
+        it (--show-source) and the measured details (``  = key: value``). The one place a finding line is laid
+        out: the text and HTML reports and ``str(finding)`` use it."""
+        loc = self.location
+        fix = f" {paint('[*]', 'cyan')}" if self.fix and self.fix.safe else ""
+        severity = paint(str(self.severity), paint.BY_SEVERITY[self.severity])
+        if isinstance(loc, SourceLocation):
+            where = paint(f"{loc}:", "bold")
+        else:
+            context = trace_context(loc)
+            where = paint(f"{loc.path}{f' ({context})' if context else ''}:", "bold")
+        lines = [f"{where} {paint.code(self.code, self.severity)} {severity}{fix} {self.message}"]
+        if isinstance(loc, TraceLocation) and loc.source is not None:
+            lines.append(f"  {paint('-->', 'cyan')} {replace(loc.source, column=None)}")
+        lines.extend(source)
+        if self.details:
+            facts = ", ".join(f"{k}: {format_metric(k, v)}" for k, v in self.details)
+            lines.append(f"  {paint('=', 'dim')} {facts}")
+        return lines
+
+    def escaped(self) -> Finding:
+        """This finding with the text a terminal shows of it (location, message, detail names) escaped
+        (tracelint.engine.escape.terminal); a detail's value is escaped where format_metric writes it."""
+        loc = self.location
+        shown = [self.message, loc.path, *(k for k, _ in self.details)]
+        if isinstance(loc, TraceLocation) and loc.source is not None:
+            shown.append(loc.source.path)
+        # The usual finding has nothing to escape: one test instead of a walk keeps a large report fast.
+        if all(isinstance(text, str) for text in shown) and "".join(shown).isprintable():
+            return self
+        return replace(self, location=map_strings(loc, terminal), message=terminal(self.message),
+                       details=map_strings(self.details, terminal))
 
     def with_severity(self, severity: Severity) -> Finding:
         return replace(self, severity=severity)

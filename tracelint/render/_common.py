@@ -1,32 +1,32 @@
 """What the output formats share: JSON encoding, report paths, and where a file-based report pins a finding.
 
 Not a format itself (the leading underscore keeps it out of ``tracelint.render.formats()``). How text from traces and
-source files is escaped for each format is ``tracelint.render._escape``.
+source files is escaped for each format is ``tracelint.engine.escape``.
 """
 from __future__ import annotations
 
 import hashlib
 import math
-import os
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
-from functools import lru_cache
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
+from tracelint.engine.display import report_path
+from tracelint.engine.escape import MAX_SAFE_INT, json_safe, json_text
 from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
+from tracelint.engine.location import trace_words
 from tracelint.engine.result import TraceSummary
-from tracelint.render._escape import MAX_SAFE_INT, json_safe, json_text, map_strings
 
 
 def dumps(obj: object, *, indent: bool = True) -> str:
     """JSON text that every parser reads back exactly, whatever a trace or a file name held. orjson writes NaN and
     ±inf as null; unknown objects (enums, paths, numpy scalars) as their str. Integers beyond ±(2**53 − 1) become
-    decimal strings and lone surrogates (undecodable bytes of a file name) U+FFFD (``_escape.json_safe``, only when
+    decimal strings and lone surrogates (undecodable bytes of a file name) U+FFFD (``escape.json_safe``, only when
     the fast path meets one); DEL, C1 and bidi controls and ``##[`` are written as ``\\uXXXX`` escapes
-    (``_escape.json_text``)."""
+    (``escape.json_text``)."""
     option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
     try:  # strict integers: orjson refuses what needs json_safe (big integers, surrogates) instead of writing it
         data = orjson.dumps(obj, default=_fallback, option=option | orjson.OPT_STRICT_INTEGER)
@@ -41,22 +41,6 @@ def _fallback(value: object) -> object:
     if isinstance(value, float):  # a float subclass orjson refuses
         return float(value) if math.isfinite(value) else None
     return str(value)
-
-
-def report_path(path: str) -> str:
-    """A path as CI reports want it: forward slashes, relative to the working directory when inside it."""
-    return _report_path(path, os.getcwd())
-
-
-@lru_cache(maxsize=4096)  # reports name the same few files many times; Path arithmetic dominated large reports
-def _report_path(path: str, cwd: str) -> str:
-    p = Path(path)
-    if p.is_absolute():
-        try:
-            p = p.relative_to(cwd)
-        except ValueError:
-            return p.as_posix()
-    return os.path.normpath(str(p)).replace("\\", "/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,21 +93,6 @@ def is_line(n: object) -> bool:
     return isinstance(n, int) and -MAX_SAFE_INT <= n <= MAX_SAFE_INT
 
 
-def trace_context(loc: TraceLocation) -> str:
-    """'rank 0, step 12' (the parts that are known; may be empty)."""
-    parts = []
-    if loc.rank is not None:
-        parts.append(f"rank {loc.rank}")
-    if loc.step is not None:
-        parts.append(f"step {loc.step}")
-    return ", ".join(parts)
-
-
-def trace_words(loc: TraceLocation) -> str:
-    """'trace.json.gz, rank 0, step 12'."""
-    return ", ".join(filter(None, (loc.path, trace_context(loc))))
-
-
 def anchored_message(finding: Finding, where: str) -> str:
     return f"{finding.message} ({where})" if where else finding.message
 
@@ -149,11 +118,6 @@ def measured_message(finding: Finding, where: str) -> str:
     return f"{message}; verify: {status}, {speedup:.2f}× ({ms})"
 
 
-def trace_fields(loc: TraceLocation) -> dict:
-    return {"rank": loc.rank, "step": loc.step, "start_us": _finite(loc.start_us), "end_us": _finite(loc.end_us),
-            "event": loc.event}
-
-
 def verdict_line(summary: TraceSummary) -> str:
     """'input-bound: GPU idle 81% of the step; ...' whether or not the analyzer's evidence already names the verdict."""
     evidence = summary.evidence.strip()
@@ -175,10 +139,6 @@ def trace_summary_dict(summary: TraceSummary) -> dict:
             "metrics": summary.metrics, "warnings": list(summary.warnings), "profiler": summary.profiler}
 
 
-def _finite(value: float | None) -> float | None:
-    return value if value is None or math.isfinite(value) else None
-
-
 def unique_fingerprints(findings: Iterable[Finding]) -> list[str]:
     """One fingerprint per finding, distinct within a report: the engine's fingerprint (code, path, message; stable
     when lines move) plus its occurrence number, because GitLab and GitHub merge results whose fingerprints are
@@ -186,23 +146,8 @@ def unique_fingerprints(findings: Iterable[Finding]) -> list[str]:
     seen: Counter[str] = Counter()
     out = []
     for finding in findings:
-        base = fingerprint(finding)
+        base = finding.fingerprint()
         n = seen[base]
         seen[base] += 1
         out.append(base if n == 0 else hashlib.sha256(f"{base}\0{n}".encode()).hexdigest()[:16])
     return out
-
-
-def fingerprint(finding: Finding) -> str:
-    """``Finding.fingerprint``, also for a finding whose path or message holds a file name's undecodable bytes
-    (lone surrogates, which it cannot encode): those are hashed as their ``\\udcff`` escapes, which keeps names
-    that differ only in such bytes apart."""
-    try:
-        return finding.fingerprint()
-    except UnicodeEncodeError:
-        return replace(finding, location=map_strings(finding.location, _encodable),
-                       message=_encodable(finding.message)).fingerprint()
-
-
-def _encodable(text: str) -> str:
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")

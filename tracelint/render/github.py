@@ -5,7 +5,7 @@ error → ``::error``, warning → ``::warning``, info → ``::notice``. Values 
 escapes them (``%`` → ``%25``, CR → ``%0D``, LF → ``%0A``; in properties also ``:`` → ``%3A`` and ``,`` → ``%2C``)
 so a message cannot end the command early or inject another; other control characters (ANSI escapes, NUL, DEL,
 C1), bidi controls and a file name's undecodable bytes are shown as escapes first (``\\x1b``, ``\\u202e``,
-``\\xff``: tracelint.render._escape.terminal), as in the text format. A trace finding is annotated at its source
+``\\xff``: tracelint.engine.escape.terminal), as in the text format. A trace finding is annotated at its source
 line when the trace's Python stack gives one, else at the trace file. Each trace's verdict becomes a notice and each
 unreadable input an error, so that a CI log shows them where people look. A finding ``tracelint verify`` measured
 says so in its message: ``...; verify: confirmed, 1.43× (10.10 → 7.05 ms/step)``.
@@ -13,10 +13,11 @@ says so in its message: ``...; verify: confirmed, 1.43× (10.10 → 7.05 ms/step
 from __future__ import annotations
 
 from tracelint.engine.catalog import rule_name
+from tracelint.engine.display import report_path
+from tracelint.engine.escape import terminal
 from tracelint.engine.finding import Finding, Severity
 from tracelint.engine.result import RunResult
-from tracelint.render._common import anchor, measured_message, report_path, verdict_line
-from tracelint.render._escape import terminal
+from tracelint.render._common import anchor, measured_message, verdict_line
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 

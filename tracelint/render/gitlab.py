@@ -8,14 +8,14 @@ line 1 of the trace file. Unreadable inputs have no place in this format; the CL
 ``tracelint verify`` measured carries the measurement in its description (``...; verify: confirmed, 1.43× ...``).
 The description, which GitLab shows to people, has its control characters, ANSI escapes and bidi controls shown as
 escapes (``\\x1b``, ``\\u202e``), as in the text format; the report stays valid JSON whatever a trace or a file
-name holds (see the JSON format and tracelint.render._escape).
+name holds (see the JSON format and tracelint.engine.escape).
 """
 from __future__ import annotations
 
+from tracelint.engine.escape import terminal
 from tracelint.engine.finding import Severity
 from tracelint.engine.result import RunResult
 from tracelint.render._common import anchor, dumps, measured_message, unique_fingerprints
-from tracelint.render._escape import terminal
 
 SEVERITY = {Severity.INFO: "info", Severity.WARNING: "major", Severity.ERROR: "critical"}
 

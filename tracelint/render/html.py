@@ -12,7 +12,7 @@ beside it): the file opens from disk with no network, and its Content-Security-P
 lays the charts out from data; no chart is drawn by hand.
 
 Text from traces and source files is data: it is shown with control and bidi characters as escapes
-(``_escape.terminal``) and HTML-escaped; the charts' data travels as JSON in a ``<script type="application/json">``
+(``escape.terminal``) and HTML-escaped; the charts' data travels as JSON in a ``<script type="application/json">``
 block with ``<``, ``>`` and ``&`` escaped, read with ``JSON.parse``: no trace string can end the block or become
 markup. Chart labels are tracelint's own words and numbers.
 """
@@ -24,26 +24,26 @@ from functools import lru_cache
 from pathlib import Path
 
 from tracelint.engine import metrics as M
+from tracelint.engine.display import format_bytes, format_metric
+from tracelint.engine.escape import no_commands, terminal
 from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
+from tracelint.engine.location import trace_context
 from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
 from tracelint.engine.result import RunResult, TraceSummary
-from tracelint.render._common import dumps, is_rank_summary, trace_context, verdict_line
-from tracelint.render._escape import no_commands, terminal
+from tracelint.engine.version import __version__
+from tracelint.render._common import dumps, is_rank_summary, verdict_line
+from tracelint.render._diff import diff_delta, diff_gate_line, diff_noise_words
+from tracelint.render._verify import verify_block
 from tracelint.render.text import (
     RANK_COLUMNS,
     View,
-    _findings_by_trace,
-    _shown_metrics,
-    _source_line,
     count_line,
-    diff_delta,
-    diff_gate_line,
-    diff_noise_words,
-    format_bytes,
-    format_metric,
+    findings_by_trace,
     headline,
     ordered_metrics,
     rank_rows,
+    shown_metrics,
+    source_line,
 )
 
 _ASSETS = Path(__file__).with_name("_assets")
@@ -109,8 +109,6 @@ class _Page:
         # Outside strings JSON has no <, > or &: escaping them inside strings keeps the data the same and no text
         # can close the script element.
         data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-        from tracelint import __version__
-
         page = (
             "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n"
             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; script-src 'unsafe-inline'; "
@@ -165,7 +163,7 @@ def _report(page: _Page, result: RunResult) -> str:
                 and f.location.rank is None]
         placed.update(id(f) for f in mine)
         parts.append(_job_section(page, summary, members, mine))
-    blocks = _findings_by_trace(result.findings, ranks)
+    blocks = findings_by_trace(result.findings, ranks)
     for i, summary in enumerate(ranks):
         mine = [f for f in blocks.get(i, []) if id(f) not in placed]
         placed.update(id(f) for f in mine)
@@ -211,7 +209,7 @@ def _trace_section(page: _Page, summary: TraceSummary, findings: list[Finding], 
 
 
 def _metric_tiles(summary: TraceSummary) -> str:
-    shown = ordered_metrics(_shown_metrics(summary, View()))
+    shown = ordered_metrics(shown_metrics(summary, View()))
     tiles = "".join(f"<div class='tile'><div class='k'>{_e(k)}</div><div class='v'>{_e(v)}</div></div>"
                     for k, v in shown)
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in ordered_metrics(summary.metrics))
@@ -461,7 +459,7 @@ def _snippet(src: SourceLocation) -> str:
         return ""
     rows = []
     for number in range(max(1, src.line - SNIPPET_CONTEXT), src.line + SNIPPET_CONTEXT + 1):
-        text = _source_line(src.path, number, src.cell)
+        text = source_line(src.path, number, src.cell)
         if text is None:
             if number >= src.line:
                 break
@@ -496,7 +494,6 @@ def _errors(result: RunResult) -> str:
 
 
 def _verify_text(target: dict) -> str:
-    from tracelint.render.text import verify_block
 
     return verify_block(target)
 

@@ -7,7 +7,7 @@ never removed or changed in meaning without raising ``version``.
 Whatever a trace or a file name holds, the report is valid JSON that every parser reads back exactly: an integer
 beyond ±(2**53 − 1) (a device id or rank a trace made up, in metrics, details or locations) is written as its
 decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 and bidi control characters are
-``\\uXXXX`` escapes (tracelint.render._escape).
+``\\uXXXX`` escapes (tracelint.engine.escape).
 
 ::
 
@@ -50,8 +50,10 @@ decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 an
       }],
       "errors": [{"path": str, "message": str, "line": int | null}],  # inputs that could not be read
       "verify": [{...}]                # `tracelint verify` reports only (absent otherwise): one entry per target,
-                                       # its settings, baseline runs and variants; each measured finding carries
-                                       # the same measurement in details.verification
+                                       # its settings, baseline runs and variants (under --trace each with its
+                                       # trace_change, the verdict before → after), the legend of the statuses;
+                                       # each measured finding carries the same measurement in
+                                       # details.verification
     }
 
 A ``tracelint diff BASE NEW`` report is a document of its own (the numbers are defined in tracelint.diff.compare)::
@@ -62,7 +64,8 @@ A ``tracelint diff BASE NEW`` report is a document of its own (the numbers are d
         "base": str, "new": str, "rank": int | null,
         "step_ms": {"base": float, "new": float, "change_pct": float,
                     "noise_pct": float | null},        # 95% band of the change; null: one step per trace
-        "steps": {"base": int, "new": int},            # profiled steps the step times are the mean of
+        "steps": {"base": int, "new": int,             # profiled steps the step times are the mean of
+                  "few": bool},                        # under 5 on a side: the noise band is wide
         "verdict": {"base": str, "new": str},
         "metrics": [{"name": str, "base": any, "new": any, "delta": float | null, "delta_pct": float | null,
                      "moved": bool}],  # every metric of both traces; moved: beyond the noise
@@ -81,10 +84,9 @@ A ``tracelint diff BASE NEW`` report is a document of its own (the numbers are d
 """
 from __future__ import annotations
 
-from tracelint.engine.catalog import rule_name
-from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
+from tracelint.engine.records import finding_dict
 from tracelint.engine.result import RunResult
-from tracelint.render._common import dumps, fingerprint, trace_fields, trace_summary_dict
+from tracelint.render._common import dumps, trace_summary_dict
 
 VERSION = 1
 
@@ -109,27 +111,3 @@ def document(result: RunResult) -> dict:
     if result.verifications:
         doc["verify"] = result.verifications
     return doc
-
-
-def finding_dict(finding: Finding) -> dict:
-    loc = finding.location
-    span = loc if isinstance(loc, SourceLocation) else None
-    trace_src = loc.source if isinstance(loc, TraceLocation) else None
-    return {
-        "code": finding.code,
-        "name": rule_name(finding.code),
-        "severity": str(finding.severity),
-        "message": finding.message,
-        "origin": finding.origin,
-        "path": finding.path,
-        "line": span.line if span else None,
-        "column": span.column if span else None,
-        "end_line": span.end_line if span else None,
-        "end_column": span.end_column if span else None,
-        "cell": span.cell if span else None,
-        "fingerprint": fingerprint(finding),
-        "fix": {"title": finding.fix.title, "safe": finding.fix.safe} if finding.fix else None,
-        "source": {"path": trace_src.path, "line": trace_src.line} if trace_src else None,
-        "trace": trace_fields(loc) if isinstance(loc, TraceLocation) else None,
-        "details": dict(finding.details),
-    }

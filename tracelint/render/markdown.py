@@ -7,7 +7,7 @@ result: a table of the traces' verdicts with their evidence, each trace's metric
 table, a table of the findings, and the inputs that could not be read.
 
 Text from traces and source files is data: control characters, ANSI escapes and bidi controls in it are shown as
-escapes, as in the text format (tracelint.render._escape.terminal); the characters Markdown and HTML act on
+escapes, as in the text format (tracelint.engine.escape.terminal); the characters Markdown and HTML act on
 (``\\ ` * _ [ ] < > | ~ # ! &``) are backslash-escaped (``&`` as ``&amp;``), so a kernel or file name can neither
 break a table nor become a link or a tag; and no line starts a GitHub Actions workflow command.
 """
@@ -15,20 +15,14 @@ from __future__ import annotations
 
 import re
 
+from tracelint.engine.display import Paint, format_metric
+from tracelint.engine.escape import no_commands, terminal
 from tracelint.engine.finding import SourceLocation, TraceLocation
+from tracelint.engine.location import trace_context
 from tracelint.engine.result import RunResult
-from tracelint.render._common import trace_context, verdict_line
-from tracelint.render._escape import no_commands, terminal
-from tracelint.render.text import (
-    DIFF_KERNELS_SHOWN,
-    _Paint,
-    count_line,
-    diff_delta,
-    diff_gate_line,
-    diff_noise_words,
-    format_metric,
-    ordered_metrics,
-)
+from tracelint.render._common import verdict_line
+from tracelint.render._diff import DIFF_KERNELS_SHOWN, diff_delta, diff_gate_line, diff_noise_words
+from tracelint.render.text import count_line, ordered_metrics
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~#!])")
 
@@ -140,5 +134,5 @@ def _report(result: RunResult) -> str:
                     where += f" → {md(loc.source.path)}:{loc.source.line}"
             rows.append((f.code, str(f.severity), where, md(f.message)))
         lines += ["", "### tracelint: findings", "", *table(("rule", "severity", "where", "message"), rows)]
-    lines += ["", md(count_line(result, _Paint(False)))]
+    lines += ["", md(count_line(result, Paint(False)))]
     return "\n".join(lines).lstrip("\n")

@@ -24,7 +24,7 @@ Text from traces and files is data. Messages, which code scanning shows to peopl
 ANSI escapes and bidi controls shown as escapes (``\\x1b``, ``\\u202e``, ``\\xff`` for a file name's undecodable
 byte), as in the text format; the log stays valid JSON and SARIF whatever the rest holds (integers beyond
 ±(2**53 − 1) in properties as decimal strings, undecodable bytes as U+FFFD; see the JSON format and
-tracelint.render._escape).
+tracelint.engine.escape).
 """
 from __future__ import annotations
 
@@ -32,22 +32,22 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import quote
 
-from tracelint import __version__
 from tracelint.engine.catalog import RuleDoc, catalog
+from tracelint.engine.display import report_path
+from tracelint.engine.escape import terminal, utf8_bytes, valid_unicode
 from tracelint.engine.finding import Finding, Severity, TraceLocation
+from tracelint.engine.records import trace_fields
 from tracelint.engine.result import InputError, RunResult
+from tracelint.engine.version import __version__
 from tracelint.render._common import (
     Anchor,
     anchor,
     anchored_message,
     dumps,
     is_line,
-    report_path,
-    trace_fields,
     trace_summary_dict,
     unique_fingerprints,
 )
-from tracelint.render._escape import terminal, utf8_bytes, valid_unicode
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {Severity.INFO: "note", Severity.WARNING: "warning", Severity.ERROR: "error"}

@@ -28,17 +28,18 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tracelint.engine import Config, Finding, InputError, TraceSummary, discover
 from tracelint.engine import metrics as M
 from tracelint.trace import pool
+from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.files import Skipped
 from tracelint.trace.job import Job, RankDigest, RankWait, analyze_job, digest_of, rank_list
 from tracelint.trace.load import NotATrace, TraceReadError, open_trace
-from tracelint.trace.metrics import TraceAnalysis, analyze_device
+from tracelint.trace.metrics import analyze_device
 from tracelint.trace.model import TraceModel, build_model, problem_warnings
 from tracelint.trace.rule import JobRule, TraceRule
 from tracelint.trace.timeline import timeline_of
@@ -58,6 +59,9 @@ class Report:
     # Empty for a job summary, and for a rank analyzed in a worker process (or with keep_analyses=False).
     analyses: list[TraceAnalysis] = field(default_factory=list, repr=False)
     truncated: bool = False  # the file ends early (a killed run): its last step is partial
+    # How the report shows itself in Jupyter, (summaries, findings) -> HTML: the output layer's, handed down by the
+    # caller above it (the trace half does not know how a report looks).
+    html: Callable[[list[TraceSummary], list[Finding]], str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def verdict(self) -> str:
@@ -71,14 +75,15 @@ class Report:
     def metrics(self) -> dict:
         return self.summaries[0].metrics
 
-    def _repr_html_(self) -> str:
-        """Jupyter shows a Report as the HTML report (tracelint.render.html), isolated in an iframe."""
-        from tracelint.render.html import notebook_frame
-
+    def _repr_html_(self) -> str | None:
+        """Jupyter shows a Report through ``html`` (the public ``tracelint.analyze_trace`` hands it the HTML report's
+        notebook frame); without one, Jupyter falls back to the repr."""
+        if self.html is None:
+            return None
         # a summary and its device's analysis share their index (a job summary has no analyses)
         summaries = [s if s.timeline is not None or i >= len(self.analyses) else
                      replace(s, timeline=timeline_of(self.analyses[i])) for i, s in enumerate(self.summaries)]
-        return notebook_frame(summaries, self.findings)
+        return self.html(summaries, self.findings)
 
 
 @dataclass(slots=True)
@@ -272,7 +277,7 @@ class _ProgressLine:
     MIN_BYTES = 20 << 20
 
     def __init__(self, path: Path) -> None:
-        from tracelint.render._escape import log_line
+        from tracelint.engine.escape import log_line
 
         self.path, self.shown = path, -1
         self.name = log_line(path.name)  # a file name cannot move the cursor or forge a CI annotation

@@ -5,7 +5,7 @@ The copy is the input's bytes with events appended to its ``traceEvents`` array;
 the original events read back exactly as they were. The added events sit on a process of their own named
 ``tracelint`` (a pid no event of the trace uses, sorted first), in the Trace Event Format:
 
-- one ``idle gaps`` thread per device: each idle gap (tracelint.trace.metrics.Gap) as a complete slice (``X``)
+- one ``idle gaps`` thread per device: each idle gap (tracelint.trace.analysis.Gap) as a complete slice (``X``)
   named by its main cause, ``idle: host sync``, with its length, its step and its cause in ``args``;
 - a ``findings`` thread: each finding as an instant event (``i``) at its place in the trace, named by its code and
   rule, its message, severity and source line in ``args``;
@@ -28,8 +28,9 @@ from pathlib import Path
 
 from tracelint.engine import Config
 from tracelint.engine.catalog import rule_name
+from tracelint.engine.display import cut
+from tracelint.engine.escape import json_safe
 from tracelint.engine.finding import TraceLocation
-from tracelint.render._escape import json_safe
 from tracelint.trace.analyze import Report, analyze_trace
 from tracelint.trace.model import SYNC_CALLS
 
@@ -194,7 +195,7 @@ def _sync_flows(report: Report, events: list, pid: int) -> list[dict]:
             if host is None or gpu is None:
                 continue
             flow += 1
-            out.append({"ph": "X", "cat": CATEGORY, "name": f"sync waits for {_short(waited.name)}", "pid": pid,
+            out.append({"ph": "X", "cat": CATEGORY, "name": f"sync waits for {cut(waited.name, 60)}", "pid": pid,
                         "tid": 2, "ts": call.start, "dur": max(call.end - call.start, 0.001),
                         "args": {"call": call.name, "waited_for": waited.name,
                                  "gpu_work_end_us": waited.end, "step": analysis.step_number(waited.step)}})
@@ -203,7 +204,3 @@ def _sync_flows(report: Report, events: list, pid: int) -> list[dict]:
             out.append({"ph": "f", "bp": "e", "cat": CATEGORY, "name": "waited for", "id": flow,
                         "pid": gpu.get("pid"), "tid": gpu.get("tid"), "ts": gpu.get("ts")})
     return out
-
-
-def _short(name: str, width: int = 60) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from tracelint.trace.metrics import merge, overlap
+from tracelint.trace.intervals import merge, overlap
 from tracelint.trace.model import KERNEL, MEMCPY, P2P, GpuEvent
 
 if TYPE_CHECKING:
-    from tracelint.trace.metrics import TraceAnalysis
+    from tracelint.trace.analysis import TraceAnalysis
 
 
 class CommEvent(NamedTuple):

@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from tracelint.trace.metrics import merge
+from tracelint.trace.intervals import merge
 from tracelint.trace.model import KERNEL, GpuEvent
 
 if TYPE_CHECKING:
-    from tracelint.trace.metrics import TraceAnalysis
+    from tracelint.trace.analysis import TraceAnalysis
 
 COMPILED_REGION = re.compile(r"^(?:## Call CompiledFxGraph|Torch-Compiled Region|CompiledFunction)")
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch", "cudaGraphLaunch_v10000"})

@@ -36,7 +36,7 @@ from tracelint.engine import Config
 from tracelint.engine import metrics as M
 
 if TYPE_CHECKING:
-    from tracelint.trace.metrics import TraceAnalysis
+    from tracelint.trace.analysis import TraceAnalysis
     from tracelint.trace.recording import Recording
 
 CLOCK_TOLERANCE_US = 50.0

@@ -49,7 +49,7 @@ def on_trace_ready(dir_name: str | os.PathLike[str] = "./tracelint_traces", *, w
             _copy_with_key(src, dst, "tracelint", extra)
         plain.unlink()
         if print_verdict:
-            from tracelint.render._escape import log_line
+            from tracelint.engine.escape import log_line
 
             print(log_line(f"tracelint: {target.name}: {_verdict_line(target)}"), file=stream or sys.stderr, flush=True)
         return target

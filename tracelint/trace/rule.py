@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from tracelint.engine import Config, Finding, Rule
 
 if TYPE_CHECKING:
+    from tracelint.trace.analysis import TraceAnalysis
     from tracelint.trace.job import Job
-    from tracelint.trace.metrics import TraceAnalysis
     from tracelint.trace.verdict import Verdict
 
 

@@ -16,12 +16,12 @@ import math
 from typing import TYPE_CHECKING
 
 from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
+from tracelint.trace.intervals import merge
 from tracelint.trace.kernels import kernel_group
-from tracelint.trace.metrics import merge
 from tracelint.trace.model import H2D, KERNEL, PAGEABLE, PINNED
 
 if TYPE_CHECKING:
-    from tracelint.trace.metrics import TraceAnalysis
+    from tracelint.trace.analysis import TraceAnalysis
 
 MAX_BUCKETS = 2000
 MAX_STEPS = 2000

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tracelint.engine import Finding, InputError, RunResult
-from tracelint.render._common import report_path
+from tracelint.engine.display import report_path
 from tracelint.verify.run import RunOutcome, RunSettings, Session
 from tracelint.verify.stats import (
     FAILED,
+    LEGEND,
     NO_EFFECT,
     NOT_MEASURED,
     Baseline,
@@ -31,7 +32,7 @@ from tracelint.verify.stats import (
     paired_interval,
     percent,
 )
-from tracelint.verify.tracing import TraceResult, analyze
+from tracelint.verify.tracing import TraceResult, analyze, metric_for, summary_of
 from tracelint.verify.variants import Unmeasured, Variant
 
 Progress = Callable[[str], None]
@@ -345,9 +346,14 @@ def target_dict(v: Verification) -> dict:
         "not_measured": [{"rule": u.finding.code, "location": _finding_location(u.finding), "reason": u.reason}
                          for u in v.unmeasured],
         "notes": list(v.notes),
+        "legend": LEGEND,
     }
     if s.trace:
-        doc["baseline"]["trace"] = _trace_dict(v.baseline_trace, bool(v.baseline_runs))
+        before = doc["baseline"]["trace"] = _trace_dict(v.baseline_trace, bool(v.baseline_runs))
+        for entry in doc["variants"]:  # the analyzer's verdict, baseline → variant, in words
+            metric = metric_for(entry["rule"])
+            after = entry["verification"]["trace"]
+            entry["trace_change"] = f"{summary_of(before, metric)} → {summary_of(after, metric)}"
     return doc
 
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 from tracelint.engine import Config, Finding, TraceLocation
 from tracelint.engine import metrics as M
+from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.comm import top_collective
 from tracelint.trace.job import Job, rank_list
-from tracelint.trace.metrics import TraceAnalysis
 from tracelint.trace.rule import JobRule, TraceRule
 from tracelint.trace.rules._common import finding, ms, pct
 from tracelint.trace.verdict import Verdict

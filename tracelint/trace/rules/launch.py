@@ -5,7 +5,7 @@ from collections.abc import Iterable
 
 from tracelint.engine import Config, Finding
 from tracelint.engine import metrics as M
-from tracelint.trace.metrics import TraceAnalysis
+from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.rule import TraceRule
 from tracelint.trace.rules._common import finding, pct
 from tracelint.trace.verdict import GPU_BOUND, Verdict

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from tracelint.engine import Config, Finding
 from tracelint.engine import metrics as M
-from tracelint.trace.metrics import TraceAnalysis
+from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.model import KERNEL
 from tracelint.trace.rule import TraceRule
 from tracelint.trace.rules._common import finding, launched_under, mib, ms, pct, refine_source

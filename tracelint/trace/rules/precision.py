@@ -10,8 +10,8 @@ from dataclasses import replace
 
 from tracelint.engine import Config, Finding
 from tracelint.engine import metrics as M
+from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.kernels import name_arch
-from tracelint.trace.metrics import TraceAnalysis
 from tracelint.trace.model import KERNEL, ShapedOp
 from tracelint.trace.rule import TraceRule
 from tracelint.trace.rules._common import finding, launched_under, ms, pct

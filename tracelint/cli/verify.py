@@ -1,4 +1,4 @@
-"""``tracelint verify``: the click command (registered by tracelint/cli.py). Parses options and calls
+"""``tracelint verify``: the click command (registered lazily by tracelint.cli). Parses options and calls
 tracelint.verify; imports without torch."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def _progress(enabled: bool | None):
         enabled = progress_enabled()
     if not enabled:
         return None
-    from tracelint.render._escape import log_line
+    from tracelint.engine.escape import log_line
 
     return lambda message: click.echo(log_line(f"tracelint verify: {message}"), err=True)
 
@@ -100,7 +100,7 @@ def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, bud
                 click.echo("tracelint verify: no rule has a runnable example pair", err=True)
                 sys.exit(EXIT_ERROR)
     except EnvironmentProblem as exc:
-        from tracelint.render._escape import log_line
+        from tracelint.engine.escape import log_line
 
         click.echo(log_line(str(exc)), err=True)
         sys.exit(EXIT_ERROR)
@@ -111,5 +111,5 @@ def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, bud
     sys.exit(EXIT_ERROR if failed else EXIT_CLEAN)
 
 
-if __name__ == "__main__":  # `python -m tracelint.verify.cli`, usable before the command is registered
+if __name__ == "__main__":  # `python -m tracelint.cli.verify`, usable before the command is registered
     verify_cmd.main(prog_name="tracelint verify")

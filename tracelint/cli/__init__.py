@@ -2,7 +2,7 @@
 
 Every line it writes to stderr (errors, notes, usage errors) goes through ``say``: text from traces, file names and
 config files in it is escaped for the terminal, and no line starts a GitHub Actions workflow command
-(tracelint.render._escape.log_line); the report on stdout is escaped by its format.
+(tracelint.engine.escape.log_line); the report on stdout is escaped by its format.
 """
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from tracelint.engine import (
     load_config_file,
 )
 from tracelint.engine.config import selectors, threshold_items
+from tracelint.engine.escape import log_line, terminal
 from tracelint.engine.result import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, RunResult
 from tracelint.render import formats
-from tracelint.render._escape import log_line, terminal
 
 FORMATS = formats()
 
@@ -33,7 +33,7 @@ class _DispatchGroup(click.Group):
     """``tracelint PATH...`` with no command name runs ``tracelint auto PATH...`` (lint or analyze by type)."""
 
     # Commands whose module is imported only when they run, to keep the lint path's start-up short.
-    lazy = {"verify": ("tracelint.verify.cli", "verify_cmd"), "diff": ("tracelint.diff.cli", "diff_cmd")}
+    lazy = {"verify": ("tracelint.cli.verify", "verify_cmd"), "diff": ("tracelint.cli.diff", "diff_cmd")}
 
     def parse_args(self, ctx, args):
         known = (*self.commands, *self.lazy, "--help", "-h", "--version")
@@ -128,7 +128,7 @@ def _split(values: tuple[str, ...], option: str) -> tuple[str, ...]:
         raise click.UsageError(str(exc)) from None
 
 
-def _base_config(config_path: str | None, near: Path | None = None) -> Config:
+def base_config(config_path: str | None, near: Path | None = None) -> Config:
     if config_path:
         return load_config_file(Path(config_path))
     return find_config((near or Path.cwd()).resolve())
@@ -172,7 +172,7 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
          statistics=False, show_source=False, thresholds=(), verbose=False, fix=False, unsafe_fixes=False,
          show_diff=False, stdin_filename=None, watch=False, annotate=None, jobs=None, dask_scheduler=None) -> None:
     try:
-        base = _base_config(config_path if config_path or not stdin_filename else None,
+        base = base_config(config_path if config_path or not stdin_filename else None,
                             near=Path(stdin_filename).parent if stdin_filename else None)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
@@ -235,7 +235,7 @@ def _report(result: RunResult, fmt: str, output: str | None, view: dict, show_di
     if not show_diff:
         emit(result, fmt, output, **view)
         return
-    from tracelint.render._escape import no_commands
+    from tracelint.engine.escape import no_commands
 
     for diff in result.diffs_of_fixes:
         click.echo(no_commands(diff), nl=False)

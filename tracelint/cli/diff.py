@@ -1,4 +1,4 @@
-"""``tracelint diff BASE NEW``: the click command (registered lazily by tracelint/cli.py). Parses options and calls
+"""``tracelint diff BASE NEW``: the click command (registered lazily by tracelint.cli). Parses options and calls
 tracelint.diff; exit 0 (same or faster), 1 (a regression: the gate failed), 2 (an input could not be compared)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from tracelint.cli import _base_config, emit, format_option, output_option, threshold_options
+from tracelint.cli import base_config, emit, format_option, output_option, threshold_options
 from tracelint.engine import ConfigError
 from tracelint.engine.config import diff_gate_items
 
@@ -45,7 +45,7 @@ def diff_cmd(base, new, fmt, output, max_regression_pct, thresholds, config_path
     from tracelint.diff import diff_traces
 
     try:
-        config = _base_config(config_path)
+        config = base_config(config_path)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     report = diff_traces(base, new, config=config, max_regression_pct=max_regression_pct,
@@ -54,5 +54,5 @@ def diff_cmd(base, new, fmt, output, max_regression_pct, thresholds, config_path
     sys.exit(report.exit_code())
 
 
-if __name__ == "__main__":  # `python -m tracelint.diff.cli`
+if __name__ == "__main__":  # `python -m tracelint.cli.diff`
     diff_cmd.main(prog_name="tracelint diff")

@@ -1,0 +1,43 @@
+"""Findings as plain records: the shape the JSON report writes and a diff record embeds (tracelint.render.json
+documents it)."""
+from __future__ import annotations
+
+import math
+
+from tracelint.engine.catalog import rule_name
+from tracelint.engine.finding import Finding
+from tracelint.engine.location import SourceLocation, TraceLocation
+
+
+def finding_dict(finding: Finding) -> dict:
+    """A finding as the JSON report writes it (tracelint.render.json documents the shape)."""
+    loc = finding.location
+    span = loc if isinstance(loc, SourceLocation) else None
+    trace_src = loc.source if isinstance(loc, TraceLocation) else None
+    return {
+        "code": finding.code,
+        "name": rule_name(finding.code),
+        "severity": str(finding.severity),
+        "message": finding.message,
+        "origin": finding.origin,
+        "path": finding.path,
+        "line": span.line if span else None,
+        "column": span.column if span else None,
+        "end_line": span.end_line if span else None,
+        "end_column": span.end_column if span else None,
+        "cell": span.cell if span else None,
+        "fingerprint": finding.fingerprint(),
+        "fix": {"title": finding.fix.title, "safe": finding.fix.safe} if finding.fix else None,
+        "source": {"path": trace_src.path, "line": trace_src.line} if trace_src else None,
+        "trace": trace_fields(loc) if isinstance(loc, TraceLocation) else None,
+        "details": dict(finding.details),
+    }
+
+
+def trace_fields(loc: TraceLocation) -> dict:
+    return {"rank": loc.rank, "step": loc.step, "start_us": _finite(loc.start_us), "end_us": _finite(loc.end_us),
+            "event": loc.event}
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is None or math.isfinite(value) else None
