@@ -20,19 +20,26 @@ from __future__ import annotations
 
 import html
 import math
-from functools import lru_cache
 from pathlib import Path
 
 from tracelint.engine import metrics as M
 from tracelint.engine.display import format_bytes, format_metric
-from tracelint.engine.escape import no_commands, terminal
 from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
 from tracelint.engine.location import trace_context
 from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
 from tracelint.engine.result import RunResult, TraceSummary
-from tracelint.engine.version import __version__
-from tracelint.render._common import dumps, is_rank_summary, verdict_line
+from tracelint.render._common import is_rank_summary, verdict_line
 from tracelint.render._diff import diff_delta, diff_gate_line, diff_noise_words
+from tracelint.render._page import (
+    COLORS,
+    MAX_CHART_BUCKETS,
+    ZOOM,
+    Page,
+    area,
+    chart_title,
+    h,
+    no_chart,
+)
 from tracelint.render._verify import verify_block
 from tracelint.render.text import (
     RANK_COLUMNS,
@@ -46,18 +53,9 @@ from tracelint.render.text import (
     source_line,
 )
 
-_ASSETS = Path(__file__).with_name("_assets")
-MAX_CHART_BUCKETS = 4000  # timeline points over all the traces of one report (keeps a job's report small)
 SNIPPET_CONTEXT = 2  # source lines shown above and below a finding's line
 SNIPPETS_SHOWN = 200  # findings beyond this many are listed without their source lines
 
-_ZOOM = [{"type": "inside"}, {"type": "slider", "height": 18, "bottom": 10}]
-_COLORS = {
-    "busy": "#2f9e62", "data_wait": "#f08c00", "host_sync": "#e03131", "allocator": "#9c36b5",
-    "autotune": "#8d6e63", "launch_overhead": "#f5c518", "other": "#868e96", "short_gap": "#ced4da",
-    "data": "#f08c00", "forward": "#4c6ef5", "backward": "#15aabf", "optimizer": "#ae3ec9",
-    "pageable": "#e8590c", "pinned": "#1c7ed6", "base": "#adb5bd", "new": "#4c6ef5",
-}
 _CAUSE_WORDS = {
     "data_wait": "DataLoader wait", "host_sync": "host sync", "allocator": "allocator frees",
     "autotune": "algorithm search", "launch_overhead": "launch overhead", "other": "host outside ops",
@@ -67,9 +65,9 @@ _VERDICT_CLASS = {"input-bound": "v-input", "cpu-bound": "v-cpu", "gpu-bound": "
 
 
 def render(result: RunResult) -> str:
-    page = _Page()
+    page = Page()
     if result.verifications:
-        body = "".join(f"<section class='card'><pre>{_e(_verify_text(t), keep_lines=True)}</pre></section>"
+        body = "".join(f"<section class='card'><pre>{h(_verify_text(t), keep_lines=True)}</pre></section>"
                        for t in result.verifications)
         return page.document("tracelint verify", body)
     if result.diffs is not None:
@@ -86,65 +84,9 @@ def notebook_frame(summaries: list[TraceSummary], findings: list[Finding]) -> st
             "sandbox=\"allow-scripts\"></iframe>")
 
 
-# --- the page ----------------------------------------------------------------------------------------------------
-
-class _Page:
-    """The charts of one page: each a placeholder ``<div>`` and an ECharts option, drawn by the page's script."""
-
-    def __init__(self) -> None:
-        self.charts: list[dict] = []
-        self.rules: set[str] = set()
-        self.buckets = MAX_CHART_BUCKETS
-
-    def chart(self, option: dict, *, unit: str | None = None, x_unit: str | None = None, height: int = 260,
-              label: str = "") -> str:
-        """A chart's placeholder; ``unit``: how its values read in tooltips and on the value axis (us, ms, pct,
-        bytes), ``x_unit`` the same for a value x axis."""
-        cid = f"chart-{len(self.charts)}"
-        self.charts.append({"id": cid, "option": option, "unit": unit, "x_unit": x_unit})
-        return f"<div class='chart' id='{cid}' style='height:{height}px' role='img' aria-label='{_e(label)}'></div>"
-
-    def document(self, title: str, body: str) -> str:
-        data = dumps({"charts": self.charts}, indent=False)
-        # Outside strings JSON has no <, > or &: escaping them inside strings keeps the data the same and no text
-        # can close the script element.
-        data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-        page = (
-            "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n"
-            "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; script-src 'unsafe-inline'; "
-            "style-src 'unsafe-inline'; img-src data:\">\n"
-            "<meta name='viewport' content='width=device-width, initial-scale=1'>\n"
-            f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n<main>\n"
-            f"<header><h1>{_e(title)}</h1></header>\n{body}\n"
-            f"<footer>tracelint {_e(__version__)} · charts by Apache ECharts {_e(_echarts_version())} (Apache-2.0), "
-            "inlined: this file needs no network</footer>\n</main>\n"
-            f"<script type='application/json' id='tl-data'>{data}</script>\n"
-            f"<script>{_echarts()}</script>\n<script>{_SCRIPT}</script>\n</body>\n</html>\n"
-        )
-        return no_commands(page)
-
-
-@lru_cache(maxsize=1)
-def _echarts() -> str:
-    return (_ASSETS / "echarts.min.js").read_text(encoding="utf-8")
-
-
-@lru_cache(maxsize=1)
-def _echarts_version() -> str:
-    import re
-
-    found = re.search(r'version\s*=\s*"(\d+\.\d+\.\d+)"', _echarts()) or re.search(r'"(\d+\.\d+\.\d+)"', _echarts())
-    return found.group(1) if found else ""
-
-
-def _e(value: object, *, keep_lines: bool = False) -> str:
-    """Text for HTML: control and bidi characters shown as escapes, then HTML-escaped."""
-    return html.escape(terminal(str(value), keep="\n" if keep_lines else ""), quote=True)
-
-
 # --- a trace report ----------------------------------------------------------------------------------------------
 
-def _report(page: _Page, result: RunResult) -> str:
+def _report(page: Page, result: RunResult) -> str:
     parts: list[str] = []
     overall = [s for s in result.traces if is_rank_summary(s, result.traces)]
     ranks = [s for s in result.traces if not any(s is o for o in overall)]
@@ -152,8 +94,8 @@ def _report(page: _Page, result: RunResult) -> str:
         heads = overall or ranks
         line = headline(heads, _NoPaint()) if len(heads) > 1 else verdict_line(heads[0])
         parts.append(f"<section class='verdict {_VERDICT_CLASS.get(heads[0].verdict, '')}'>"
-                     f"<div class='verdict-word'>{_e(heads[0].verdict if len(heads) == 1 else 'verdict')}</div>"
-                     f"<p>{_e(line)}</p></section>")
+                     f"<div class='verdict-word'>{h(heads[0].verdict if len(heads) == 1 else 'verdict')}</div>"
+                     f"<p>{h(line)}</p></section>")
     placed: set[int] = set()
     with_timeline = [s for s in result.traces if s.timeline]
     page.buckets = max(100, MAX_CHART_BUCKETS // max(1, len(with_timeline)))
@@ -172,7 +114,7 @@ def _report(page: _Page, result: RunResult) -> str:
     if rest:
         parts.append("<section class='card'><h2>Findings</h2>" + _findings(page, rest) + "</section>")
     parts.append(_errors(result))
-    parts.append(f"<p class='count'>{_e(count_line(result, _NoPaint()))}</p>")
+    parts.append(f"<p class='count'>{h(count_line(result, _NoPaint()))}</p>")
     parts.append(_rule_docs(page))
     return "\n".join(parts)
 
@@ -190,12 +132,12 @@ def _title(summary: TraceSummary) -> str:
     return f"{summary.path} (rank {summary.rank})" if summary.rank is not None else summary.path
 
 
-def _trace_section(page: _Page, summary: TraceSummary, findings: list[Finding], *, in_job: bool) -> str:
-    out = [f"<section class='card trace'><h2>{_e(_title(summary))} <span class='badge "
-           f"{_VERDICT_CLASS.get(summary.verdict, '')}'>{_e(summary.verdict)}</span></h2>",
-           f"<p class='evidence'>{_e(verdict_line(summary))}</p>"]
+def _trace_section(page: Page, summary: TraceSummary, findings: list[Finding], *, in_job: bool) -> str:
+    out = [f"<section class='card trace'><h2>{h(_title(summary))} <span class='badge "
+           f"{_VERDICT_CLASS.get(summary.verdict, '')}'>{h(summary.verdict)}</span></h2>",
+           f"<p class='evidence'>{h(verdict_line(summary))}</p>"]
     out.append(_metric_tiles(summary))
-    out.extend(f"<p class='note'>note: {_e(w)}</p>" for w in summary.warnings)
+    out.extend(f"<p class='note'>note: {h(w)}</p>" for w in summary.warnings)
     timeline = summary.timeline
     if timeline:
         out.append(_timeline_charts(page, summary, timeline))
@@ -203,16 +145,16 @@ def _trace_section(page: _Page, summary: TraceSummary, findings: list[Finding], 
         out.append(f"<h3>Findings ({len(findings)})</h3>" + _findings(page, findings))
     out.append("</section>")
     if in_job:  # a job's ranks: folded, the job's table says how each did
-        return (f"<details class='rank'><summary>{_e(_title(summary))}: {_e(summary.verdict)}"
+        return (f"<details class='rank'><summary>{h(_title(summary))}: {h(summary.verdict)}"
                 f"{f' · {len(findings)} findings' if findings else ''}</summary>{''.join(out)}</details>")
     return "".join(out)
 
 
 def _metric_tiles(summary: TraceSummary) -> str:
     shown = ordered_metrics(shown_metrics(summary, View()))
-    tiles = "".join(f"<div class='tile'><div class='k'>{_e(k)}</div><div class='v'>{_e(v)}</div></div>"
+    tiles = "".join(f"<div class='tile'><div class='k'>{h(k)}</div><div class='v'>{h(v)}</div></div>"
                     for k, v in shown)
-    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in ordered_metrics(summary.metrics))
+    rows = "".join(f"<tr><th>{h(k)}</th><td>{h(v)}</td></tr>" for k, v in ordered_metrics(summary.metrics))
     return (f"<div class='tiles'>{tiles}</div>"
             f"<details><summary>all metrics</summary><table class='metrics'>{rows}</table></details>")
 
@@ -221,7 +163,7 @@ def _coarse(values: list[float], k: int) -> list[float]:
     return values if k <= 1 else [sum(values[i:i + k]) for i in range(0, len(values), k)]
 
 
-def _timeline_charts(page: _Page, summary: TraceSummary, t: dict) -> str:
+def _timeline_charts(page: Page, summary: TraceSummary, t: dict) -> str:
     m = summary.metrics
     n = len(t["busy_us"])
     k = max(1, math.ceil(n / page.buckets))
@@ -234,56 +176,56 @@ def _timeline_charts(page: _Page, summary: TraceSummary, t: dict) -> str:
     def share(values: list[float]) -> list:
         return [[xi, round(100 * v / w, 1)] for xi, v, w in zip(x, _coarse(values, k), total, strict=True)]
 
-    series = [_area("GPU busy", share(t["busy_us"]), _COLORS["busy"])]
+    series = [area("GPU busy", share(t["busy_us"]), COLORS["busy"])]
     for cause in IDLE_CAUSES:
         if cause in t["idle_us"]:
-            series.append(_area(f"idle: {_CAUSE_WORDS[cause]}", share(t["idle_us"][cause]), _COLORS[cause]))
+            series.append(area(f"idle: {_CAUSE_WORDS[cause]}", share(t["idle_us"][cause]), COLORS[cause]))
     bands = [[{"xAxis": s["gpu_start_us"] / 1000}, {"xAxis": s["gpu_end_us"] / 1000}]
              for s in t["steps"][::2] if s["gpu_start_us"] is not None][:300]
     if bands:
         series[0]["markArea"] = {"silent": True, "itemStyle": {"color": "rgba(76,110,245,0.07)"}, "data": bands}
     strip = page.chart({
-        "title": _chart_title("GPU timeline: busy vs idle by cause",
+        "title": chart_title("GPU timeline: busy vs idle by cause",
                               f"{format_metric('gpu_window_us', t['window_us'][1] - t['window_us'][0])} window, "
                               f"{len(x)} buckets; shaded: every other step's GPU span; drag or scroll to zoom"),
         "tooltip": {"trigger": "axis"}, "legend": {"top": 44, "type": "scroll"},
         "grid": {"left": 50, "right": 20, "top": 80, "bottom": 60},
         "xAxis": {"type": "value", "min": 0, "max": "dataMax"},
         "yAxis": {"type": "value", "max": 100},
-        "dataZoom": _ZOOM,
+        "dataZoom": ZOOM,
         "series": series,
     }, unit="pct", x_unit="ms", height=340, label="GPU busy and idle time over the window")
 
     idle_rows = [(c, M.IDLE_US[c].of(m)) for c in IDLE_CAUSES]
     idle_rows = [(c, v) for c, v in idle_rows if v]
     idle = page.chart({
-        "title": _chart_title("Where the GPU idle time went",
+        "title": chart_title("Where the GPU idle time went",
                               f"{format_metric('gpu_idle_us', M.GPU_IDLE_US.of(m))} idle of "
                               f"{format_metric('gpu_window_us', M.GPU_WINDOW_US.of(m))}"),
         "tooltip": {"trigger": "item"}, "grid": {"left": 130, "right": 60, "top": 60, "bottom": 30},
         "xAxis": {"type": "value"}, "yAxis": {"type": "category", "inverse": True,
                                               "data": [_CAUSE_WORDS[c] for c, _ in idle_rows]},
         "series": [{"type": "bar", "name": "idle", "label": {"show": True, "position": "right"},
-                    "data": [{"value": round(v / 1000, 3), "itemStyle": {"color": _COLORS[c]}} for c, v in idle_rows]}],
-    }, unit="ms", x_unit="ms", label="GPU idle time by cause") if idle_rows else _empty("No GPU idle time.")
+                    "data": [{"value": round(v / 1000, 3), "itemStyle": {"color": COLORS[c]}} for c, v in idle_rows]}],
+    }, unit="ms", x_unit="ms", label="GPU idle time by cause") if idle_rows else no_chart("No GPU idle time.")
 
     steps = t["steps"]
     step_names = [str(s["number"]) if s["number"] is not None else "trace" for s in steps]
-    step_series = [{"type": "bar", "stack": "host", "name": part, "itemStyle": {"color": _COLORS.get(part, "#dee2e6")},
+    step_series = [{"type": "bar", "stack": "host", "name": part, "itemStyle": {"color": COLORS.get(part, "#dee2e6")},
                     "data": [round(s["breakdown_us"][part] / 1000, 3) for s in steps]} for part in STEP_PARTS]
     step_series.append({"type": "line", "name": "GPU span", "symbolSize": 5, "itemStyle": {"color": "#212529"},
                         "data": [None if s["gpu_span_us"] is None else round(s["gpu_span_us"] / 1000, 3)
                                  for s in steps]})
     step = page.chart({
-        "title": _chart_title("Step breakdown (host time)",
+        "title": chart_title("Step breakdown (host time)",
                               "data, forward, backward, optimizer per step; the line: the GPU span of its work"),
         "tooltip": {"trigger": "axis"}, "legend": {"top": 44},
         "grid": {"left": 55, "right": 20, "top": 80, "bottom": 60 if len(steps) > 30 else 35},
         "xAxis": {"type": "category", "name": "step", "data": step_names},
         "yAxis": {"type": "value"},
-        **({"dataZoom": _ZOOM} if len(steps) > 30 else {}),
+        **({"dataZoom": ZOOM} if len(steps) > 30 else {}),
         "series": step_series,
-    }, unit="ms", height=300, label="Host time per step by part") if steps else _empty("No steps.")
+    }, unit="ms", height=300, label="Host time per step by part") if steps else no_chart("No steps.")
 
     out = ["<div class='full'>", strip, "</div><div class='grid2'>", idle, step, "</div>"]
     out.append("<div class='grid2'>" + _kernel_charts(page, summary, t) + "</div>")
@@ -292,32 +234,17 @@ def _timeline_charts(page: _Page, summary: TraceSummary, t: dict) -> str:
     return "".join(out)
 
 
-def _area(name: str, data: list, color: str) -> dict:
-    return {"type": "line", "name": name, "stack": "window", "step": "start", "symbol": "none", "data": data,
-            "lineStyle": {"width": 0}, "areaStyle": {"opacity": 0.9}, "itemStyle": {"color": color},
-            "sampling": None}
-
-
-def _chart_title(text: str, sub: str = "") -> dict:
-    return {"text": text, "subtext": sub, "left": 0, "textStyle": {"fontSize": 14},
-            "subtextStyle": {"fontSize": 11}}
-
-
-def _empty(text: str) -> str:
-    return f"<div class='chart empty'><p>{_e(text)}</p></div>"
-
-
 def _class_words(group: str) -> str:
     from tracelint.trace.kernels import KERNEL_GROUPS
 
     return KERNEL_GROUPS.get(group, group)
 
 
-def _kernel_charts(page: _Page, summary: TraceSummary, t: dict) -> str:
+def _kernel_charts(page: Page, summary: TraceSummary, t: dict) -> str:
     steps = M.STEPS.of(summary.metrics) or 1
     classes = [(g, us) for g, us in t["class_us"].items() if us > 0]
     chart = page.chart({
-        "title": _chart_title("GPU time per step by kernel class",
+        "title": chart_title("GPU time per step by kernel class",
                               f"{format_metric('kernel_count', t['kernels'])} kernels; Tensor Core share of matmul: "
                               f"{format_metric('_pct', M.MATMUL_TENSOR_CORE_PCT.of(summary.metrics))}"),
         "tooltip": {"trigger": "item"}, "grid": {"left": 190, "right": 70, "top": 60, "bottom": 30},
@@ -327,13 +254,13 @@ def _kernel_charts(page: _Page, summary: TraceSummary, t: dict) -> str:
                     "itemStyle": {"color": "#4c6ef5"},
                     "data": [round(us / steps / 1000, 3) for _, us in classes]}],
     }, unit="ms", x_unit="ms", height=max(200, 70 + 34 * len(classes)),
-        label="GPU time per step by kernel class") if classes else _empty("No GPU work in the steps.")
+        label="GPU time per step by kernel class") if classes else no_chart("No GPU work in the steps.")
     total = t["gpu_event_time_us"] or 1.0
     rows = "".join(
-        f"<tr><td class='num'>{_e(format_metric('_us', k['total_us'] / steps))}</td>"
+        f"<tr><td class='num'>{h(format_metric('_us', k['total_us'] / steps))}</td>"
         f"<td class='num'>{k['total_us'] / total * 100:.1f}%</td><td class='num'>{k['count']:,}</td>"
-        f"<td class='num'>{_e(format_metric('_us', k['total_us'] / k['count']))}</td>"
-        f"<td class='name' title='{_e(k['name'])}'><span class='tag'>{_e(k['class'])}</span> {_e(k['name'])}</td></tr>"
+        f"<td class='num'>{h(format_metric('_us', k['total_us'] / k['count']))}</td>"
+        f"<td class='name' title='{h(k['name'])}'><span class='tag'>{h(k['class'])}</span> {h(k['name'])}</td></tr>"
         for k in t["top_kernels"])
     table = ("<div class='panel'><h3>Top kernels (GPU time per step)</h3><table class='kernels'><thead><tr>"
              "<th>per step</th><th>share</th><th>launches</th><th>mean</th><th>class · kernel</th></tr></thead>"
@@ -341,41 +268,41 @@ def _kernel_charts(page: _Page, summary: TraceSummary, t: dict) -> str:
     return chart + table
 
 
-def _copy_chart(page: _Page, summary: TraceSummary, t: dict, x: list, k: int) -> str:
+def _copy_chart(page: Page, summary: TraceSummary, t: dict, x: list, k: int) -> str:
     m = summary.metrics
     if not M.H2D_COUNT.of(m):
-        return _empty("No host-to-device copies in the steps.")
+        return no_chart("No host-to-device copies in the steps.")
     sub = (f"pageable {format_bytes(M.H2D_PAGEABLE_BYTES.of(m) or 0)} in "
            f"{format_metric('_us', M.H2D_PAGEABLE_TIME_US.of(m) or 0)}, pinned "
            f"{format_bytes(M.H2D_PINNED_BYTES.of(m) or 0)} in {format_metric('_us', M.H2D_PINNED_TIME_US.of(m) or 0)}"
            f"; {format_metric('h2d_pct_of_gpu_busy', M.H2D_PCT_OF_GPU_BUSY.of(m))} of GPU busy time")
     series = [{"type": "bar", "stack": "h2d", "name": f"{kind} → device", "barMinWidth": 2, "large": True,
-               "itemStyle": {"color": _COLORS[kind]},
+               "itemStyle": {"color": COLORS[kind]},
                "data": [[xi, v] for xi, v in zip(x, _coarse(t["h2d_bytes"][kind], k), strict=True) if v]}
               for kind in ("pageable", "pinned") if kind in t["h2d_bytes"]]
     return page.chart({
-        "title": _chart_title("Host-to-device copies", sub), "tooltip": {"trigger": "axis"},
+        "title": chart_title("Host-to-device copies", sub), "tooltip": {"trigger": "axis"},
         "legend": {"top": 44}, "grid": {"left": 70, "right": 20, "top": 80, "bottom": 60},
         "xAxis": {"type": "value", "min": 0, "max": x[-1] if x else 1},
         "yAxis": {"type": "value"},
-        "dataZoom": _ZOOM, "series": series,
+        "dataZoom": ZOOM, "series": series,
     }, unit="bytes", x_unit="ms", height=300, label="Host-to-device bytes over the window")
 
 
-def _memory_chart(page: _Page, summary: TraceSummary, t: dict) -> str:
+def _memory_chart(page: Page, summary: TraceSummary, t: dict) -> str:
     if not t["memory"]:
-        return _empty("No device memory samples (profile_memory=True records them).")
+        return no_chart("No device memory samples (profile_memory=True records them).")
     m = summary.metrics
     total = M.DEVICE_MEMORY_BYTES.of(m)
     sub = f"peak {format_bytes(M.PEAK_MEMORY_BYTES.of(m) or 0)}"
     if total:
         sub += f" of {format_bytes(total)} ({format_metric('peak_memory_pct', M.PEAK_MEMORY_PCT.of(m))})"
     return page.chart({
-        "title": _chart_title("Device memory allocated", sub), "tooltip": {"trigger": "axis"},
+        "title": chart_title("Device memory allocated", sub), "tooltip": {"trigger": "axis"},
         "grid": {"left": 70, "right": 20, "top": 60, "bottom": 60},
         "xAxis": {"type": "value", "min": 0},
         "yAxis": {"type": "value", "min": 0},
-        "dataZoom": _ZOOM,
+        "dataZoom": ZOOM,
         "series": [{"type": "line", "name": "allocated", "symbol": "none", "step": "end",
                     "areaStyle": {"opacity": 0.25}, "itemStyle": {"color": "#1c7ed6"},
                     "data": [[round(ts / 1000, 4), b] for ts, b in t["memory"]]}],
@@ -384,13 +311,13 @@ def _memory_chart(page: _Page, summary: TraceSummary, t: dict) -> str:
 
 # --- a job -----------------------------------------------------------------------------------------------------
 
-def _job_section(page: _Page, summary: TraceSummary, ranks: list[TraceSummary], findings: list[Finding]) -> str:
+def _job_section(page: Page, summary: TraceSummary, ranks: list[TraceSummary], findings: list[Finding]) -> str:
     ordered = sorted(ranks, key=lambda s: (s.rank is None, s.rank))
-    head = "".join(f"<th>{_e(c)}</th>" for c in RANK_COLUMNS)
+    head = "".join(f"<th>{h(c)}</th>" for c in RANK_COLUMNS)
     straggler = M.STRAGGLER_RANK.of(summary.metrics)
     body = "".join(
         f"<tr{' class=straggler' if row[0] == straggler and straggler is not None else ''}>"
-        + "".join(f"<td class='{'num' if i != 1 else ''}'>{_e(c)}</td>" for i, c in enumerate(row)) + "</tr>"
+        + "".join(f"<td class='{'num' if i != 1 else ''}'>{h(c)}</td>" for i, c in enumerate(row)) + "</tr>"
         for row in rank_rows(ordered))
 
     def per_step(s: TraceSummary, metric: M.Metric) -> float | None:
@@ -409,17 +336,17 @@ def _job_section(page: _Page, summary: TraceSummary, ranks: list[TraceSummary], 
          "data": [per_step(s, M.EXPOSED_COMM_US) for s in ordered]},
     ]
     chart = page.chart({
-        "title": _chart_title("Step time and communication wait per rank",
+        "title": chart_title("Step time and communication wait per rank",
                               f"straggler: rank {straggler}" if straggler is not None else "no straggler"),
         "tooltip": {"trigger": "axis"}, "legend": {"top": 44},
         "grid": {"left": 55, "right": 20, "top": 80, "bottom": 30},
         "xAxis": {"type": "category", "data": labels}, "yAxis": {"type": "value"}, "series": series,
     }, unit="ms", height=320, label="Step time and communication wait per rank")
-    out = [f"<section class='card job'><h2>{_e(summary.path)} — job of {len(ranks)} ranks <span class='badge "
-           f"{_VERDICT_CLASS.get(summary.verdict, '')}'>{_e(summary.verdict)}</span></h2>",
-           f"<p class='evidence'>{_e(verdict_line(summary))}</p>", _metric_tiles(summary),
+    out = [f"<section class='card job'><h2>{h(summary.path)} — job of {len(ranks)} ranks <span class='badge "
+           f"{_VERDICT_CLASS.get(summary.verdict, '')}'>{h(summary.verdict)}</span></h2>",
+           f"<p class='evidence'>{h(verdict_line(summary))}</p>", _metric_tiles(summary),
            f"<table class='ranks'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>", chart]
-    out.extend(f"<p class='note'>note: {_e(w)}</p>" for w in summary.warnings)
+    out.extend(f"<p class='note'>note: {h(w)}</p>" for w in summary.warnings)
     if findings:
         out.append(f"<h3>Findings ({len(findings)})</h3>" + _findings(page, findings))
     out.append("</section>")
@@ -428,7 +355,7 @@ def _job_section(page: _Page, summary: TraceSummary, ranks: list[TraceSummary], 
 
 # --- findings and rule docs --------------------------------------------------------------------------------------
 
-def _findings(page: _Page, findings: list[Finding]) -> str:
+def _findings(page: Page, findings: list[Finding]) -> str:
     out = []
     for n, f in enumerate(findings):
         page.rules.add(f.code)
@@ -439,14 +366,14 @@ def _findings(page: _Page, findings: list[Finding]) -> str:
             context = trace_context(loc)
             where = f"{loc.path}" + (f" ({context})" if context else "") + (f" · {loc.event}" if loc.event else "")
         src = f.source
-        lines = [f"<div class='finding sev-{_e(f.severity)}'><div class='fhead'><a class='code' "
-                 f"href='#rule-{_e(f.code)}'>{_e(f.code)}</a> <span class='sev'>{_e(f.severity)}</span> "
-                 f"<span class='msg'>{_e(f.message)}</span></div><div class='where'>{_e(where)}</div>"]
+        lines = [f"<div class='finding sev-{h(f.severity)}'><div class='fhead'><a class='code' "
+                 f"href='#rule-{h(f.code)}'>{h(f.code)}</a> <span class='sev'>{h(f.severity)}</span> "
+                 f"<span class='msg'>{h(f.message)}</span></div><div class='where'>{h(where)}</div>"]
         if isinstance(loc, TraceLocation) and src is not None:
-            lines.append(f"<div class='where'>→ {_e(src.path)}:{_e(src.line)}</div>")
+            lines.append(f"<div class='where'>→ {h(src.path)}:{h(src.line)}</div>")
         if f.details:
             facts = ", ".join(f"{k}: {format_metric(k, v)}" for k, v in f.details)
-            lines.append(f"<div class='facts'>{_e(facts)}</div>")
+            lines.append(f"<div class='facts'>{h(facts)}</div>")
         if src is not None and n < SNIPPETS_SHOWN:
             lines.append(_snippet(src))
         lines.append("</div>")
@@ -465,11 +392,11 @@ def _snippet(src: SourceLocation) -> str:
                 break
             continue
         mark = " class='hit'" if number == src.line else ""
-        rows.append(f"<span{mark}><i>{number}</i>{_e(text.expandtabs(4))}</span>")
+        rows.append(f"<span{mark}><i>{number}</i>{h(text.expandtabs(4))}</span>")
     return f"<pre class='snippet'>{''.join(rows)}</pre>" if rows else ""
 
 
-def _rule_docs(page: _Page) -> str:
+def _rule_docs(page: Page) -> str:
     if not page.rules:
         return ""
     from tracelint.engine import catalog
@@ -480,8 +407,8 @@ def _rule_docs(page: _Page) -> str:
         doc = docs.get(code)
         if doc is None:
             continue
-        out.append(f"<details id='rule-{_e(code)}'><summary><b>{_e(code)}</b> {_e(doc.name)}</summary>"
-                   f"<pre class='doc'>{_e(doc.text.strip(), keep_lines=True)}</pre></details>")
+        out.append(f"<details id='rule-{h(code)}'><summary><b>{h(code)}</b> {h(doc.name)}</summary>"
+                   f"<pre class='doc'>{h(doc.text.strip(), keep_lines=True)}</pre></details>")
     out.append("</section>")
     return "".join(out)
 
@@ -489,7 +416,7 @@ def _rule_docs(page: _Page) -> str:
 def _errors(result: RunResult) -> str:
     if not result.errors:
         return ""
-    items = "".join(f"<li>{_e(e)}</li>" for e in result.errors)
+    items = "".join(f"<li>{h(e)}</li>" for e in result.errors)
     return f"<section class='card errors'><h2>Inputs that could not be read</h2><ul>{items}</ul></section>"
 
 
@@ -500,42 +427,42 @@ def _verify_text(target: dict) -> str:
 
 # --- tracelint diff ----------------------------------------------------------------------------------------------
 
-def _diff_section(page: _Page, d: dict) -> str:
+def _diff_section(page: Page, d: dict) -> str:
     step, verdict = d["step_ms"], d["verdict"]
     rank = f" (rank {d['rank']})" if d["rank"] is not None else ""
     bad = " regression" if d["regression"] else ""
     out = [f"<section class='verdict{bad}'><div class='verdict-word'>{'regression' if d['regression'] else 'ok'}"
-           f"</div><p>{_e(d['summary'])}</p><p class='gate'>gate: {_e(diff_gate_line(d))}</p></section>",
-           f"<section class='card'><h2>{_e(d['base'])} → {_e(d['new'])}{_e(rank)}</h2>",
-           f"<p class='evidence'>verdict {_e(verdict['base'])} → {_e(verdict['new'])}; {_e(diff_noise_words(d))}</p>"]
+           f"</div><p>{h(d['summary'])}</p><p class='gate'>gate: {h(diff_gate_line(d))}</p></section>",
+           f"<section class='card'><h2>{h(d['base'])} → {h(d['new'])}{h(rank)}</h2>",
+           f"<p class='evidence'>verdict {h(verdict['base'])} → {h(verdict['new'])}; {h(diff_noise_words(d))}</p>"]
     steps = page.chart({
-        "title": _chart_title("Step time", f"{_signed(step['change_pct'])}; {diff_noise_words(d)}"),
+        "title": chart_title("Step time", f"{_signed(step['change_pct'])}; {diff_noise_words(d)}"),
         "tooltip": {"trigger": "axis"}, "grid": {"left": 60, "right": 20, "top": 70, "bottom": 30},
         "xAxis": {"type": "category", "data": ["base", "new"]}, "yAxis": {"type": "value"},
         "series": [{"type": "bar", "name": "step time", "barWidth": "40%", "label": {"show": True, "position": "top"},
-                    "data": [{"value": step["base"], "itemStyle": {"color": _COLORS["base"]}},
+                    "data": [{"value": step["base"], "itemStyle": {"color": COLORS["base"]}},
                              {"value": step["new"], "itemStyle": {"color": "#e03131" if d["regression"]
-                                                                  else _COLORS["new"]}}]}],
+                                                                  else COLORS["new"]}}]}],
     }, unit="ms", height=300, label="Step time before and after")
     classes = [k for k in d["kernel_classes"] if (k["base_us_per_step"] or 0) or (k["new_us_per_step"] or 0)]
     per_class = page.chart({
-        "title": _chart_title("GPU time per step by kernel class", "base vs new"),
+        "title": chart_title("GPU time per step by kernel class", "base vs new"),
         "tooltip": {"trigger": "axis"}, "legend": {"top": 44},
         "grid": {"left": 190, "right": 30, "top": 80, "bottom": 30},
         "xAxis": {"type": "value"},
         "yAxis": {"type": "category", "inverse": True, "data": [_class_words(k["name"]) for k in classes]},
-        "series": [{"type": "bar", "name": side, "itemStyle": {"color": _COLORS[side]},
+        "series": [{"type": "bar", "name": side, "itemStyle": {"color": COLORS[side]},
                     "data": [None if k[f"{side}_us_per_step"] is None else round(k[f"{side}_us_per_step"] / 1000, 3)
                              for k in classes]} for side in ("base", "new")],
     }, unit="ms", x_unit="ms", height=max(240, 90 + 40 * len(classes)),
-        label="GPU time per step by class, before and after") if classes else _empty("No kernel time on either side.")
+        label="GPU time per step by class, before and after") if classes else no_chart("No kernel time on either side.")
     out.append(f"<div class='grid2'>{steps}{per_class}</div>")
     moved = [m for m in d["metrics"] if m["moved"]]
     if moved:
-        rows = "".join(f"<tr><th>{_e(m['name'])}</th><td class='num'>{_e(format_metric(m['name'], m['base']))}</td>"
-                       f"<td class='num'>{_e(format_metric(m['name'], m['new']))}</td>"
-                       f"<td class='num'>{_e(diff_delta(m['name'], m['delta']))}</td>"
-                       f"<td class='num'>{_e(_signed(m['delta_pct']))}</td></tr>" for m in moved)
+        rows = "".join(f"<tr><th>{h(m['name'])}</th><td class='num'>{h(format_metric(m['name'], m['base']))}</td>"
+                       f"<td class='num'>{h(format_metric(m['name'], m['new']))}</td>"
+                       f"<td class='num'>{h(diff_delta(m['name'], m['delta']))}</td>"
+                       f"<td class='num'>{h(_signed(m['delta_pct']))}</td></tr>" for m in moved)
         out.append(f"<h3>Metrics that moved beyond the noise ({len(moved)} of {len(d['metrics'])})</h3>"
                    "<table class='metrics'><thead><tr><th>metric</th><th>base</th><th>new</th><th>change</th>"
                    f"<th>%</th></tr></thead><tbody>{rows}</tbody></table>")
@@ -543,10 +470,10 @@ def _diff_section(page: _Page, d: dict) -> str:
     if kernels:
         names = d["kernel_names"]
         rows = "".join(
-            f"<tr><td class='num'>{_e(_us(k['base_us_per_step']))}</td><td class='num'>{_e(_us(k['new_us_per_step']))}"
+            f"<tr><td class='num'>{h(_us(k['base_us_per_step']))}</td><td class='num'>{h(_us(k['new_us_per_step']))}"
             f"</td><td class='num {'up' if k['delta_us_per_step'] > 0 else 'down'}'>"
-            f"{_e(diff_delta('_us', k['delta_us_per_step']))}</td><td class='name' title='{_e(k['name'])}'>"
-            f"<span class='tag'>{_e(k['class'])}</span> {_e(k['name'])}</td></tr>" for k in kernels)
+            f"{h(diff_delta('_us', k['delta_us_per_step']))}</td><td class='name' title='{h(k['name'])}'>"
+            f"<span class='tag'>{h(k['class'])}</span> {h(k['name'])}</td></tr>" for k in kernels)
         out.append(f"<h3>Kernels whose time per step changed most</h3><p class='note'>{names['both']} names on both "
                    f"sides, {names['appeared']} appeared, {names['vanished']} vanished</p>"
                    "<table class='kernels'><thead><tr><th>base</th><th>new</th><th>change</th>"
@@ -561,10 +488,10 @@ def _diff_section(page: _Page, d: dict) -> str:
                                           f"step {trace['step']}" if trace.get("step") is not None else "") if p)
             src = f.get("source")
             where += f" → {src['path']}:{src['line']}" if src else ""
-            out.append(f"<div class='finding sev-{_e(f['severity'])}'><div class='fhead'><a class='code' "
-                       f"href='#rule-{_e(f['code'])}'>{_e(f['code'])}</a> <span class='sev'>{_e(f['severity'])}</span> "
-                       f"<span class='msg'>{_e(f['message'])}</span></div>"
-                       f"<div class='where'>{_e(where)}</div></div>")
+            out.append(f"<div class='finding sev-{h(f['severity'])}'><div class='fhead'><a class='code' "
+                       f"href='#rule-{h(f['code'])}'>{h(f['code'])}</a> <span class='sev'>{h(f['severity'])}</span> "
+                       f"<span class='msg'>{h(f['message'])}</span></div>"
+                       f"<div class='where'>{h(where)}</div></div>")
     out.append("</section>")
     return "".join(out)
 
@@ -577,102 +504,3 @@ def _us(value: float | None) -> str:
     return "–" if value is None else format_metric("_us", value)
 
 
-_CSS = """
-:root{--fg:#1f2328;--muted:#656d76;--line:#d0d7de;--bg:#f6f8fa;--card:#fff}
-*{box-sizing:border-box}body{margin:0;background:var(--bg);color:var(--fg);
-font:14px/1.45 -apple-system,BlinkMacSystemFont,"Segoe UI",Helvetica,Arial,sans-serif}
-main{max-width:1280px;margin:0 auto;padding:20px}
-header h1{font-size:20px;margin:0 0 12px}
-h2{font-size:16px;margin:0 0 6px;word-break:break-all}h3{font-size:14px;margin:18px 0 8px}
-.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:16px;margin:0 0 16px}
-.verdict{border-radius:8px;padding:14px 18px;margin:0 0 16px;background:#e7f5ff;border-left:6px solid #1c7ed6}
-.verdict p{margin:4px 0;font-size:15px}.verdict-word{font-weight:700;font-size:22px;text-transform:uppercase}
-.verdict.v-input{background:#fff4e6;border-color:#f08c00}.verdict.v-cpu{background:#fff9db;border-color:#f5c518}
-.verdict.v-gpu{background:#ebfbee;border-color:#2f9e62}.verdict.v-comm{background:#f3f0ff;border-color:#7048e8}
-.verdict.regression{background:#fff5f5;border-color:#e03131}.gate{font-weight:600}
-.badge{font-size:12px;font-weight:600;padding:2px 8px;border-radius:10px;background:#e7f5ff;vertical-align:middle}
-.badge.v-input{background:#ffe8cc}.badge.v-cpu{background:#fff3bf}.badge.v-gpu{background:#d3f9d8}
-.badge.v-comm{background:#e5dbff}
-.evidence{color:var(--muted);margin:0 0 10px}.note{color:var(--muted);font-size:12px;margin:4px 0}
-.tiles{display:grid;grid-template-columns:repeat(auto-fill,minmax(190px,1fr));gap:8px;margin:8px 0}
-.tile{border:1px solid var(--line);border-radius:6px;padding:6px 10px}
-.tile .k{font-size:11px;color:var(--muted);word-break:break-all}.tile .v{font-size:16px;font-weight:600}
-.chart{width:100%;margin:14px 0}.chart.empty{display:flex;align-items:center;justify-content:center;
-color:var(--muted);border:1px dashed var(--line);border-radius:6px;min-height:120px}
-.grid2{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:18px;align-items:start}
-@media (max-width:900px){.grid2{grid-template-columns:1fr}}
-table{border-collapse:collapse;width:100%;font-size:13px}th,td{padding:4px 8px;border-bottom:1px solid #eaeef2;
-text-align:left;vertical-align:top}thead th{background:var(--bg)}td.num{text-align:right;
-font-variant-numeric:tabular-nums;white-space:nowrap}
-td.name{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;max-width:0;width:100%;
-overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-.tag{font:11px -apple-system,Segoe UI,sans-serif;background:#edf2ff;color:#364fc7;border-radius:8px;padding:0 6px}
-td.up{color:#c92a2a}td.down{color:#2b8a3e}tr.straggler td{background:#fff5f5;font-weight:600}
-table.metrics th{font-weight:400;font-family:ui-monospace,Menlo,monospace;font-size:12px}
-.finding{border:1px solid var(--line);border-left:4px solid #1c7ed6;border-radius:6px;padding:8px 12px;margin:8px 0}
-.finding.sev-warning{border-left-color:#f08c00}.finding.sev-error{border-left-color:#e03131}
-.fhead .code{font-weight:700;font-family:ui-monospace,Menlo,monospace;text-decoration:none;color:inherit}
-.fhead .sev{font-size:12px;color:var(--muted)}.where,.facts{color:var(--muted);font-size:12px;word-break:break-all}
-pre{white-space:pre-wrap;word-break:break-word;font:12px/1.5 ui-monospace,SFMono-Regular,Menlo,monospace}
-pre.snippet{background:var(--bg);border-radius:4px;padding:6px 0;margin:6px 0 0}
-pre.snippet span{display:block;padding:0 10px}pre.snippet span.hit{background:#fff3bf}
-pre.snippet i{display:inline-block;width:3.5em;color:var(--muted);font-style:normal;user-select:none}
-pre.doc{background:var(--bg);padding:10px;border-radius:4px}
-details>summary{cursor:pointer;color:var(--muted);margin:6px 0}details.rank{background:var(--card);
-border:1px solid var(--line);border-radius:8px;padding:6px 14px;margin:0 0 10px}
-details.rank[open]>summary{margin-bottom:10px}details.rank .card{border:0;padding:0}
-.count{color:var(--muted)}footer{color:var(--muted);font-size:12px;margin:24px 0}
-"""
-
-# Lays the charts out: each placeholder gets its ECharts option; the unit names how values read on hover and on the
-# value axes. ``data-charts`` on <body> says how many were drawn (what the browser tests read).
-_SCRIPT = """
-(function () {
-  "use strict";
-  function sig(x) { var a = Math.abs(x); return a >= 100 ? x.toFixed(0) : a >= 10 ? x.toFixed(1) : x.toFixed(2); }
-  function ms(v) { return v === 0 ? "0" : Math.abs(v) < 1 ? sig(v * 1000) + " \\u00b5s"
-                 : Math.abs(v) < 1000 ? sig(v) + " ms" : sig(v / 1000) + " s"; }
-  function bytes(v) { var u = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
-                      while (Math.abs(v) >= 1024 && i < u.length - 1) { v /= 1024; i++; }
-                      return (i ? sig(v) : v.toFixed(0)) + " " + u[i]; }
-  var FORMAT = {ms: ms, us: function (v) { return ms(v / 1000); }, bytes: bytes,
-                pct: function (v) { return v.toFixed(v % 1 ? 1 : 0) + "%"; }};
-  function shown(f) { return function (v) {
-    if (Array.isArray(v)) { v = v[v.length - 1]; }
-    return v === null || v === undefined || v === "-" ? "n/a" : f(Number(v)); }; }
-  function axes(option, key, unit) {
-    var f = FORMAT[unit]; if (!f || !option[key]) { return; }
-    [].concat(option[key]).forEach(function (axis) {
-      if (axis.type === "value") { axis.axisLabel = Object.assign({formatter: f}, axis.axisLabel || {}); } });
-  }
-  var data = JSON.parse(document.getElementById("tl-data").textContent);
-  var drawn = [];
-  function draw(c) {
-    var option = c.option;
-    var horizontal = option.yAxis && option.yAxis.type === "category";
-    if (c.unit && FORMAT[c.unit]) {
-      option.tooltip = Object.assign({valueFormatter: shown(FORMAT[c.unit])}, option.tooltip || {});
-      axes(option, horizontal ? "xAxis" : "yAxis", c.unit);
-      (option.series || []).forEach(function (s) {
-        if (s.label && s.label.show) { s.label.formatter = function (p) { return shown(FORMAT[c.unit])(p.value); }; }
-      });
-    }
-    if (!horizontal) { axes(option, "xAxis", c.x_unit); }
-    option.animation = false;
-    var chart = echarts.init(document.getElementById(c.id), null, {renderer: "svg"});
-    chart.setOption(option);
-    drawn.push(chart);
-    document.body.setAttribute("data-charts", String(drawn.length));
-  }
-  // A chart in a folded section (a rank of a job) is drawn when it opens: a hidden element has no size.
-  data.charts.forEach(function (c) {
-    var folded = document.getElementById(c.id).closest("details:not([open])");
-    if (!folded) { draw(c); return; }
-    folded.addEventListener("toggle", function once() {
-      folded.removeEventListener("toggle", once); draw(c); });
-  });
-  document.body.setAttribute("data-charts", String(drawn.length));
-  document.body.setAttribute("data-charts-total", String(data.charts.length));
-  window.addEventListener("resize", function () { drawn.forEach(function (c) { c.resize(); }); });
-})();
-"""
