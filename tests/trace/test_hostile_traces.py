@@ -445,7 +445,7 @@ def test_keys_from_the_file_are_one_line_in_messages(tmp_path):
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the parallel read needs fork")
 def test_problems_are_counted_across_the_parts_of_a_parallel_read(tmp_path, monkeypatch):
     from tracelint.trace import load
-    from tracelint.trace.model import build_model, problem_warnings
+    from tracelint.trace.build import build_model, problem_warnings
 
     trace = TraceBuilder()
     for _ in trace.steps(300):
