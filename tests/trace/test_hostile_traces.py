@@ -29,7 +29,8 @@ from tracelint.testing import TraceBuilder
 from tracelint.trace import analyze_paths
 from tracelint.trace.analyze import Report
 from tracelint.trace.files import Skipped, traces_in
-from tracelint.trace.load import Limits, TraceReadError, open_trace
+from tracelint.trace.filetext import Limits, TraceReadError
+from tracelint.trace.load import open_trace
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = F.GOOD
