@@ -33,7 +33,7 @@ from typing import Any
 from tracelint.engine import Config
 from tracelint.trace import Report, analyze_trace
 from tracelint.trace.analyze import report_from_model
-from tracelint.trace.model import build_model
+from tracelint.trace.build import build_model
 
 __all__ = ["TraceBuilder", "analyze", "analyze_job"]
 

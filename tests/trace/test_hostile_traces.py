@@ -29,7 +29,8 @@ from tracelint.testing import TraceBuilder
 from tracelint.trace import analyze_paths
 from tracelint.trace.analyze import Report
 from tracelint.trace.files import Skipped, traces_in
-from tracelint.trace.load import Limits, TraceReadError, open_trace
+from tracelint.trace.filetext import Limits, TraceReadError
+from tracelint.trace.load import open_trace
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = F.GOOD
@@ -445,7 +446,7 @@ def test_keys_from_the_file_are_one_line_in_messages(tmp_path):
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the parallel read needs fork")
 def test_problems_are_counted_across_the_parts_of_a_parallel_read(tmp_path, monkeypatch):
     from tracelint.trace import load
-    from tracelint.trace.model import build_model, problem_warnings
+    from tracelint.trace.build import build_model, problem_warnings
 
     trace = TraceBuilder()
     for _ in trace.steps(300):

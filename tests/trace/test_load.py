@@ -15,7 +15,8 @@ import pytest
 from tests.conftest import PUBLIC_TRACES
 from tracelint.trace import load
 from tracelint.trace._jsonfix import repair
-from tracelint.trace.load import TraceReadError, open_trace
+from tracelint.trace.filetext import TraceReadError
+from tracelint.trace.load import open_trace
 
 
 def read_all(path: Path, **kwargs) -> tuple[load.TraceFile, list[dict]]:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tracelint.trace import load
-from tracelint.trace.load import TraceReadError, open_trace
+from tracelint.trace.filetext import TraceReadError
+from tracelint.trace.load import open_trace
 
 # Compact one-line events, Kineto-formatted events with keys after traceEvents, and a PyTorch 1.9 trace.
 TRACES = [

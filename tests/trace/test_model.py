@@ -6,7 +6,8 @@ import pytest
 from tests.trace.synth import Synth
 from tracelint.trace import analyze_trace
 from tracelint.trace.analyze import report_from_model
-from tracelint.trace.model import build_model, is_library_file
+from tracelint.trace.build import build_model
+from tracelint.trace.collect import is_library_file
 from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, INPUT_BOUND, UNKNOWN
 
 

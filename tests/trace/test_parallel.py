@@ -11,7 +11,7 @@ import pytest
 
 from tracelint.trace import load
 from tracelint.trace.analyze import report_from_model
-from tracelint.trace.model import build_model
+from tracelint.trace.build import build_model
 
 TRACES = [
     "hta-critical_path-benchmark_result_2869224_1695835535_trace.json.gz",

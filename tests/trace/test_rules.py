@@ -14,7 +14,7 @@ from tests.trace.synth import Synth
 from tracelint.engine import Config
 from tracelint.trace import analyze_trace
 from tracelint.trace.analyze import report_from_model
-from tracelint.trace.model import build_model
+from tracelint.trace.build import build_model
 
 
 @cache

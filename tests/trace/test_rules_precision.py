@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tracelint.testing import TraceBuilder, analyze
-from tracelint.trace.model import ShapedOp, build_model
+from tracelint.trace.build import build_model
+from tracelint.trace.model import ShapedOp
 from tracelint.trace.rules.precision import gemm_shape
 
 BF16, FP32 = ["c10::BFloat16", "c10::BFloat16"], ["float", "float"]

@@ -36,11 +36,13 @@ from tracelint.engine import Config, Finding, InputError, TraceSummary, discover
 from tracelint.engine import metrics as M
 from tracelint.trace import pool
 from tracelint.trace.analysis import TraceAnalysis
+from tracelint.trace.build import build_model, problem_warnings
 from tracelint.trace.files import Skipped
+from tracelint.trace.filetext import TraceReadError
 from tracelint.trace.job import Job, RankDigest, RankWait, analyze_job, digest_of, rank_list
-from tracelint.trace.load import NotATrace, TraceReadError, open_trace
+from tracelint.trace.load import NotATrace, open_trace
 from tracelint.trace.metrics import analyze_device
-from tracelint.trace.model import TraceModel, build_model, problem_warnings
+from tracelint.trace.model import TraceModel
 from tracelint.trace.rule import JobRule, TraceRule
 from tracelint.trace.timeline import timeline_of
 from tracelint.trace.verdict import Verdict, decide

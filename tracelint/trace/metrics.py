@@ -414,7 +414,7 @@ def _allocations_per_step(model: TraceModel, device: int | None) -> list[int]:
     steps = model.steps
     if not steps:
         return [len(times)]
-    starts = model._step_starts
+    starts = model.step_starts
     counts = []
     for i, step in enumerate(steps):
         lo = bisect_left(times, step.start)

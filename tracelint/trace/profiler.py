@@ -59,7 +59,7 @@ def on_trace_ready(dir_name: str | os.PathLike[str] = "./tracelint_traces", *, w
 
 def _verdict_line(path: Path) -> str:
     from tracelint.trace.analyze import analyze_trace
-    from tracelint.trace.load import TraceReadError
+    from tracelint.trace.filetext import TraceReadError
 
     try:
         report = analyze_trace(path)

@@ -1,0 +1,412 @@
+"""Reading a trace's events: one streaming pass over the event chunks into plain tuples, in the field order of
+model.py's records (build.py makes them records). Every field is untrusted.
+
+Only what the metrics and the trace rules need is kept (a few small tuples per event, names interned), so a
+250 MB trace of a million events fits in a few hundred MB: CPU-side ``ProfilerStep#N`` spans, CPU ops and
+annotations, CUDA/HIP runtime and driver calls (launches are joined to their GPU work by ``args.correlation``),
+GPU activity (kernels, copies, memsets), ``cuda_sync`` events, user-code ``python_function`` frames and ``[memory]``
+samples. PyTorch <= 1.9 categories (``Operator``, ``Runtime``, ``Kernel``, ``Memcpy``, ``Memset``) are read the
+same way. CUPTI range-profiler events are only counted: they carry counters, not a timeline.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable
+from functools import lru_cache
+from operator import itemgetter
+
+from tracelint.trace.kernels import collective_name
+from tracelint.trace.model import GEMM_OPS, KERNEL, MEMCPY, MEMSET
+
+_GPU_KIND = {
+    "kernel": KERNEL, "Kernel": KERNEL,
+    "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,
+    "gpu_memset": MEMSET, "Memset": MEMSET,
+}
+_OP, _RUNTIME, _GPU, _PYFRAME, _SYNC, _INSTANT, _ANNOTATION, _RANGE = range(8)
+_CATEGORY = {
+    "cpu_op": _OP, "user_annotation": _ANNOTATION, "Operator": _OP,
+    "cuda_runtime": _RUNTIME, "cuda_driver": _RUNTIME, "Runtime": _RUNTIME,
+    "python_function": _PYFRAME,
+    "cuda_sync": _SYNC,
+    "cpu_instant_event": _INSTANT, None: _INSTANT,
+    "cuda_profiler_range": _RANGE,
+    **{cat: _GPU for cat in _GPU_KIND},
+}
+# The args of a CUPTI range-profiler event that are not counters.
+_RANGE_NOT_COUNTERS = frozenset({"correlation", "External id"})
+_EMPTY: dict = {}
+_STEP_RE = re.compile(r"ProfilerStep#(\d+)$")
+_FRAME_RE = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.*)$")
+# Frames of these places are library code; a finding's source line is the innermost frame outside them. Kineto
+# writes paths relative to the sys.path entry they were found under ("torch/nn/modules/module.py", "typing.py"),
+# so library code is also recognised by its first path component: the standard library and common packages.
+_LIBRARY_MARKERS = ("site-packages", "dist-packages", "/lib/python", "\\Lib\\", "<")
+_LIBRARY_ROOTS = frozenset(sys.stdlib_module_names) | frozenset({
+    "torch", "torchvision", "torchaudio", "torchtext", "functorch", "triton", "numpy", "scipy", "pandas", "PIL",
+    "transformers", "accelerate", "datasets", "huggingface_hub", "lightning", "pytorch_lightning", "lightning_fabric",
+    "deepspeed", "timm", "apex", "einops", "xformers", "flash_attn", "torchmetrics", "tqdm", "wandb", "tensorboard",
+    "hydra", "omegaconf", "fairscale", "megatron", "_pytest", "pytest", "pluggy", "typing_extensions", "packaging",
+})
+
+
+@lru_cache(maxsize=65536)
+def is_library_file(file: str) -> bool:
+    """Whether a frame's file is library code (never a finding's source line)."""
+    if not file or any(m in file for m in _LIBRARY_MARKERS):
+        return True
+    first = re.split(r"[/\\]", file.lstrip("./\\"), maxsplit=1)[0]
+    return first.removesuffix(".py") in _LIBRARY_ROOTS
+
+
+@lru_cache(maxsize=65536)
+def parse_user_frame(name: str) -> tuple[str, int, str] | None:
+    """(file, line, function) of a ``path(line): function`` frame name of user code; None for library code."""
+    m = _FRAME_RE.match(name)
+    if m is None or is_library_file(m.group("file")):
+        return None
+    return m.group("file"), int(m.group("line")), m.group("func")
+
+
+# ---- reading events: every field is untrusted ---------------------------------------------------------------------
+#
+# What survives has the types the rest relies on: str names, finite float times (int where the trace wrote ints)
+# within range, durations >= 0, hashable thread ids (int or str), int-or-None correlation ids and byte counts, int
+# device ids, all integers within 64 bits. An event that cannot be used is dropped and counted by reason; a field
+# that is optional and wrong (a correlation id that is a list, args that are not an object) is ignored and counted.
+
+_I64 = 1 << 63
+_MAX_TS = 1e18  # µs: ~31,700 years; anything beyond is no clock (and would overflow sums of times)
+_MAX_DUR = 1e12  # µs: 11.6 days; a profiler records seconds to hours (CUPTI's wrapped 2^64 ns durations are 1.8e13)
+
+
+def int64(value) -> int | None:
+    """An integer within 64 bits (a number, or a string holding one), else None."""
+    if value.__class__ is not int:
+        if value is None or isinstance(value, (bool, dict, list)):
+            return None
+        try:
+            value = int(value)
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return value if -_I64 <= value < _I64 else None
+
+
+def _int_str(value) -> str | None:
+    value = int64(value)
+    return None if value is None else str(value)
+
+
+class _Bad(Exception):
+    """An event the slow reader drops; ``args[0]`` says why (one warning per reason)."""
+
+
+def _time(value, field: str) -> float | int:
+    if value.__class__ is not float and value.__class__ is not int:
+        if value.__class__ is not str:
+            raise _Bad(f"`{field}` not a number")
+        try:
+            value = float(value)  # "ts" as a string: some converters write it so
+        except ValueError:
+            raise _Bad(f"`{field}` not a number") from None
+    if not -_MAX_TS <= value <= _MAX_TS:
+        raise _Bad(f"`{field}` out of range (NaN, infinite or beyond 1e18 µs)")
+    return value
+
+
+def _duration(value) -> float | int:
+    if value is None:
+        return 0.0
+    value = _time(value, "dur")
+    if not 0 <= value <= _MAX_DUR:
+        raise _Bad("`dur` negative" if value < 0 else "`dur` over 1e12 µs (11.6 days)")
+    return value
+
+
+def _tid(value) -> int | str | None:
+    if value is None:  # no thread: one "thread" of its own
+        return None
+    if value.__class__ is int or value.__class__ is str:
+        return value if value.__class__ is str or -_I64 <= value < _I64 else str(value)
+    if value.__class__ is float and value.is_integer():
+        return int(value)
+    raise _Bad("`tid` not an integer or string")
+
+
+def _innermost_user_frame(call_stack: str) -> str | None:
+    # PyTorch <= 1.9 "Call stack": frames joined by ';', innermost first.
+    for frame in call_stack.split(";"):
+        if frame and parse_user_frame(frame.strip()) is not None:
+            return frame.strip()
+    return None
+
+
+class _Slow(Exception):
+    """An event the fast path leaves to the tolerant reader."""
+
+
+def _shapes(args: dict) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]] | None:
+    """(dims, types) of an op's ``Input Dims`` / ``Input type`` args; None when the trace has no usable shapes."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if dims.__class__ is not list or types.__class__ is not list:
+        return None
+    shapes = tuple(tuple(d) if d.__class__ is list and all(x.__class__ is int and 0 <= x < _I64 for x in d) else ()
+                   for d in dims[:8])
+    return shapes, tuple(t if t.__class__ is str else "" for t in types[:8])
+
+
+def _collective_args(args: dict, correlation: int | None) -> tuple:
+    """(correlation, *CollectiveArgs) of a kernel's args, tolerant of any value."""
+    name = args.get("Collective name")
+    group = args.get("Process Group Name")
+    dtype = args.get("dtype")
+    return (correlation, collective_name(name) if isinstance(name, str) else None,
+            group if isinstance(group, str) else _int_str(group), int64(args.get("In msg nelems")),
+            int64(args.get("Out msg nelems")), dtype if isinstance(dtype, str) else None, int64(args.get("Group size")))
+
+
+by_start = itemgetter(2)  # the start of an Op, RuntimeCall or SyncEvent (or of their plain tuples)
+
+
+def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
+    """The records of a stream of event chunks, as plain tuples in the field order of the record types (cheap to
+    build and to pickle between processes; build.py makes them records): steps, ops, runtime calls, raw GPU
+    events, syncs, frames, memory samples, the collective args of communication kernels (``_collective_args``), the
+    names of annotation ops, the counter names of each CUPTI range-profiler event, the GEMM ops with their input
+    shapes (ShapedOp), and (events seen, {reason:
+    [count, index of the first event]}) of the events dropped or partly ignored."""
+    names: dict = {}  # str -> str (and a range's counter names -> themselves)
+    intern = names.setdefault
+    ops, runtime, gpu_raw, syncs, frames, memory, steps, comms, ranges, shaped = ([] for _ in range(10))
+    gemm_ops = GEMM_OPS
+    annotations: set[str] = set()
+    stacks: dict[str, str | None] = {}  # "Call stack" arg -> its innermost user frame
+    problems: dict[tuple[str, bool], list[int]] = {}
+    seen = 0  # events of the chunks before the current one
+    chunk: list = []
+
+    def note(reason: str, e: dict, dropped: bool = False) -> None:
+        key = (reason, dropped)
+        found = problems.get(key)
+        if found is not None:
+            found[0] += 1
+            return
+        at = next((i for i, x in enumerate(chunk) if x is e), 0)  # once per reason: no index kept in the hot loop
+        problems[key] = [1, seen + at]
+
+    def stack_of(call_stack: str) -> str | None:
+        stack = stacks.get(call_stack, False)
+        if stack is False:
+            stack = stacks[call_stack] = _innermost_user_frame(call_stack)
+        return stack
+
+    def read(e, kind: int) -> None:
+        """The tolerant reader: any event, missing or odd fields included; drops it (noting why) when a field it
+        needs cannot be used."""
+        try:
+            if e.__class__ is not dict:
+                raise _Bad("not an object")
+            if kind == -1:
+                raise _Bad("`cat` not a string")
+            name = e.get("name")
+            if name is None:
+                name = ""
+            elif name.__class__ is not str:
+                raise _Bad("`name` not a string")
+            if kind == _RANGE:
+                args = e.get("args")
+                counters = tuple(k for k in args if k not in _RANGE_NOT_COUNTERS) if args.__class__ is dict else ()
+                ranges.append(intern(counters, counters))
+                return
+            if kind == _INSTANT and name != "[memory]":
+                return  # instants other than memory samples are not read
+            ts = e.get("ts")
+            if ts is None:
+                if kind == _INSTANT:
+                    return
+                raise _Bad("`ts` missing")
+            ts = _time(ts, "ts")
+            args = e.get("args")
+            if args is None:
+                args = _EMPTY
+            elif args.__class__ is not dict:
+                note("`args` not an object", e)
+                args = _EMPTY
+            if kind == _INSTANT:
+                # Device Type 0 is the CPU allocator; CUDA (and ROCm, which PyTorch reports as CUDA) is 1.
+                if args.get("Device Type", 0) != 0:
+                    total = args.get("Total Allocated")
+                    memory.append((ts, int64(args.get("Device Id")) or 0, int64(args.get("Bytes")) or 0,
+                                   None if total is None else int64(total)))
+                return
+            end = ts + _duration(e.get("dur"))
+            if kind == _GPU:
+                device = args.get("device")
+                device = int64(e.get("pid") if device is None else device) or 0
+                stream = args.get("stream", e.get("tid"))
+                if stream is not None and stream.__class__ is not int and stream.__class__ is not str:
+                    note("`args.stream` not an integer or string", e)
+                    stream = None
+                corr = _correlation(args, e)
+                nbytes = args.get("bytes")
+                gpu_raw.append((_GPU_KIND[e["cat"]], intern(name, name), device, stream, ts, end, corr,
+                                None if nbytes is None else int64(nbytes)))
+                if "Collective name" in args:
+                    comms.append(_collective_args(args, corr))
+                return
+            if kind == _SYNC:
+                device = args.get("device")
+                syncs.append((intern(name, name), int64(e.get("pid") if device is None else device) or 0, ts, end,
+                              _correlation(args, e)))
+                return
+            tid = _tid(e.get("tid"))
+            if kind == _OP or kind == _ANNOTATION:
+                m = _STEP_RE.match(name) if name.startswith("ProfilerStep#") else None
+                if m:
+                    number = int(m.group(1)) if len(m.group(1)) < 19 else -1
+                    if number < 0:
+                        raise _Bad("step number beyond 64 bits")
+                    steps.append((number, tid, ts, end))
+                    return
+                stack = args.get("Call stack")
+                if stack is not None and stack.__class__ is not str:
+                    note("`args.Call stack` not a string", e)
+                    stack = None
+                ops.append((intern(name, name), tid, ts, end, None if stack is None else stack_of(stack)))
+                if name in GEMM_OPS and (found := _shapes(args)) is not None:
+                    shaped.append((intern(name, name), tid, ts, end, *found))
+                if kind == _ANNOTATION:
+                    annotations.add(name)
+            elif kind == _RUNTIME:
+                runtime.append((intern(name, name), tid, ts, end, _correlation(args, e)))
+            elif kind == _PYFRAME:
+                user = parse_user_frame(name) if "): " in name else None
+                if user is not None:
+                    frames.append((tid, ts, end, *user))
+        except _Bad as bad:
+            note(bad.args[0], e, dropped=True)
+
+    def _correlation(args: dict, e: dict) -> int | None:
+        corr = args.get("correlation")
+        if corr is None or corr.__class__ is int:
+            return corr
+        value = int64(corr) if corr.__class__ is float and corr.is_integer() else None
+        if value is None:
+            note("`args.correlation` not an integer", e)
+        return value
+
+    # The fast path reads the categories that make up most of a trace by plain subscripts and exact type checks;
+    # anything it does not expect (a missing field, a string timestamp, a value out of range, a step) raises and
+    # goes to read(). A chained comparison both range-checks a number and raises TypeError for a non-number (NaN
+    # and infinities fail it). Where read() turns times into floats (frames, ops with a call stack), the fast path
+    # adds 0.0, which gives the same float for any number.
+    category = _CATEGORY.get
+    add_op, add_call, add_gpu, add_memory = ops.append, runtime.append, gpu_raw.append, memory.append
+    add_frame = frames.append
+    str_, int_, dict_ = str, int, dict
+    lo, hi, max_dur, i64 = -_MAX_TS, _MAX_TS, _MAX_DUR, _I64
+    for chunk in chunks:
+        for e in chunk:
+            try:
+                kind = category(e.get("cat"))
+            except (TypeError, AttributeError):  # an unhashable cat (a list), or an item that is not an object
+                kind = -1
+            if kind is None:
+                continue
+            try:
+                if kind == _PYFRAME:
+                    # Most frames are library code, dropped on their name: only user frames have their fields read.
+                    name = e["name"]
+                    if "): " not in name or (user := parse_user_frame(name)) is None:
+                        continue
+                    ts = e["ts"] + 0.0
+                    dur = e["dur"]
+                    tid = e["tid"]
+                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
+                            and (tid.__class__ is int_ or tid.__class__ is str_)):
+                        raise _Slow
+                    add_frame((tid, ts, ts + dur, *user))
+                    continue
+                if kind == _OP or kind == _ANNOTATION:
+                    name = e["name"]
+                    if name.startswith("ProfilerStep#"):  # also raises for a name that is not a string
+                        raise _Slow
+                    args = e["args"]
+                    ts = e["ts"]
+                    dur = e["dur"]
+                    tid = e["tid"]
+                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and args.__class__ is dict_
+                            and (tid.__class__ is int_ or tid.__class__ is str_)):
+                        raise _Slow
+                    if "Call stack" in args:
+                        stack = args["Call stack"]
+                        if stack.__class__ is not str_:
+                            raise _Slow
+                        ts += 0.0
+                        add_op((intern(name, name), tid, ts, ts + dur, stack_of(stack)))
+                    else:
+                        add_op((intern(name, name), tid, ts, ts + dur, None))
+                    if name in gemm_ops and (found := _shapes(args)) is not None:
+                        shaped.append((intern(name, name), tid, ts + 0.0, ts + dur, *found))
+                    if kind == _ANNOTATION:
+                        annotations.add(name)
+                    continue
+                if kind == _RUNTIME:
+                    ts = e["ts"]
+                    dur = e["dur"]
+                    name = e["name"]
+                    tid = e["tid"]
+                    corr = e["args"]["correlation"]
+                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
+                            and (tid.__class__ is int_ or tid.__class__ is str_) and corr.__class__ is int_):
+                        raise _Slow
+                    add_call((intern(name, name), tid, ts, ts + dur, corr))
+                    continue
+                if kind == _GPU:
+                    ts = e["ts"]
+                    dur = e["dur"]
+                    name = e["name"]
+                    args = e["args"]
+                    device = args["device"]
+                    stream = args["stream"]
+                    corr = args["correlation"]
+                    nbytes = args.get("bytes")
+                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
+                            and device.__class__ is int_ and -i64 <= device < i64
+                            and (stream.__class__ is int_ or stream.__class__ is str_) and corr.__class__ is int_
+                            and (nbytes is None or (nbytes.__class__ is int_ and 0 <= nbytes < i64))):
+                        raise _Slow
+                    add_gpu((_GPU_KIND[e["cat"]], intern(name, name), device, stream, ts, ts + dur, corr, nbytes))
+                    if "Collective name" in args:
+                        comms.append(_collective_args(args, corr))
+                    continue
+                if kind == _INSTANT and e["cat"] is not None:
+                    if e["name"] == "[memory]":
+                        args = e["args"]
+                        if args["Device Type"] != 0:
+                            ts = e["ts"] + 0
+                            device = args["Device Id"]
+                            nbytes = args["Bytes"]
+                            total = args.get("Total Allocated")
+                            if not (lo <= ts <= hi and device.__class__ is int_ and -i64 <= device < i64
+                                    and nbytes.__class__ is int_ and -i64 <= nbytes < i64
+                                    and (total is None or (total.__class__ is int_ and -i64 <= total < i64))):
+                                raise _Slow
+                            add_memory((ts, device, nbytes, total))
+                    continue
+            except (_Slow, TypeError, KeyError, AttributeError):
+                pass
+            read(e, kind)
+        seen += len(chunk)
+    # Sorted here, by the same keys as in build.py's _finish, so that in a parallel read the workers do the sorting
+    # and _finish's stable sorts only merge the parts' sorted runs (same order as sorting the whole at once).
+    ops.sort(key=by_start)
+    runtime.sort(key=by_start)
+    gpu_raw.sort(key=itemgetter(4))
+    frames.sort(key=itemgetter(1))
+    memory.sort(key=itemgetter(0))
+    shaped.sort(key=by_start)
+    return (steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, sorted(annotations), ranges, shaped,
+            (seen, {key: tuple(v) for key, v in problems.items()}))
+
