@@ -15,28 +15,17 @@ caches loop verdicts and per-function bindings so that each is computed once how
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import libcst as cst
 
 from tracelint.source.callers import Callers
 from tracelint.source.calls import literal
 from tracelint.source.context import FileContext, dotted_name, iter_children
+from tracelint.source.hotloop import HotLoop
 from tracelint.source.runcalls import Entry
 from tracelint.source.values import Tree, Values, callee_name, words
 from tracelint.source.values import _is_number as is_number
 from tracelint.source.vocab import STEP_HOOKS as _STEP_HOOKS
-
-
-@dataclass(frozen=True, slots=True)
-class HotLoop:
-    """The per-step context a node runs in: the loop (or step hook) and how messages name it."""
-
-    node: cst.CSTNode
-    description: str  # "the loop over `train_loader`", "the `while True` loop", "`training_step`"
-    # The code reached this loop through a call from another file of the run whose code puts work on a CUDA device
-    # (a helper module shows no device of its own: the caller's evidence counts).
-    on_device: bool = False
 
 
 def _short(text: str, limit: int = 40) -> str:

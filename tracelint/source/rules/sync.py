@@ -17,7 +17,7 @@ import libcst as cst
 
 from tracelint.engine import Fix
 from tracelint.source.context import dotted_name
-from tracelint.source.loops import HotLoop
+from tracelint.source.hotloop import HotLoop
 from tracelint.source.rule import SourceRule
 from tracelint.source.values import Kind, callee_name, is_python_scalar, is_to_cpu, words
 from tracelint.source.vocab import DATA_DEPENDENT as _DATA_DEPENDENT
