@@ -91,7 +91,7 @@ def _steppy_target(target: cst.BaseExpression, iterable: cst.BaseExpression, tre
         return "step" in low or bool(words(text) & {"it", "iter", "iteration", "itr"})
     return ("batch" in low or "step" in low) and "size" not in low
 
-def _is_step_call(node: cst.CSTNode) -> bool:
+def is_step_call(node: cst.CSTNode) -> bool:
     """``loss.backward()``, ``optimizer.step()``, ``scaler.step(opt)``, ``env.step(a)``."""
     if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
         return False
@@ -141,7 +141,7 @@ def _own_nodes(body: cst.CSTNode):
 
 def _body_steps(body: cst.BaseSuite) -> bool:
     """Does the body itself (not a nested loop) step the optimizer or the environment?"""
-    return any(_is_step_call(node) for node in _own_nodes(body))
+    return any(is_step_call(node) for node in _own_nodes(body))
 
 
 Steps = Callable[[cst.BaseSuite], bool]  # _body_steps, or Facts.body_steps (which follows calls in the file)

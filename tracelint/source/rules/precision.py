@@ -18,7 +18,7 @@ import libcst as cst
 from tracelint.engine import Edit, Fix, Severity
 from tracelint.source.calls import call_arguments, is_literal, set_keyword
 from tracelint.source.context import FileContext, dotted_name, iter_descendants
-from tracelint.source.loops import _is_step_call as is_step_call
+from tracelint.source.loops import is_step_call
 from tracelint.source.rule import SourceRule
 from tracelint.source.runcalls import MATMUL, REDUCED, precision_settings
 from tracelint.source.values import callee_name
