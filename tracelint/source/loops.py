@@ -20,11 +20,10 @@ import libcst as cst
 
 from tracelint.source.callers import Callers
 from tracelint.source.calls import literal
-from tracelint.source.context import FileContext, dotted_name, iter_children
+from tracelint.source.context import FileContext, callee_name, dotted_name, iter_children
 from tracelint.source.hotloop import HotLoop
 from tracelint.source.runcalls import Entry
-from tracelint.source.values import Tree, Values, callee_name, words
-from tracelint.source.values import _is_number as is_number
+from tracelint.source.values import Tree, Values, is_number, words
 from tracelint.source.vocab import STEP_HOOKS as _STEP_HOOKS
 
 

@@ -27,10 +27,10 @@ import libcst as cst
 from tracelint.engine import Edit, Fix
 from tracelint.source import loops
 from tracelint.source.calls import Arguments, call_arguments, is_literal, literal, set_keyword
-from tracelint.source.context import FileContext, dotted_name, iter_children, iter_descendants
+from tracelint.source.context import FileContext, callee_name, dotted_name, iter_children, iter_descendants
 from tracelint.source.loops import runs_once
 from tracelint.source.rule import SourceRule
-from tracelint.source.values import callee_name, words
+from tracelint.source.values import words
 from tracelint.source.vocab import FILLED_CREATION, GRAPH_BATCHING, HOST_ATTRS, RANDOM_CREATION
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
