@@ -25,15 +25,15 @@ from tracelint.engine import Config, FileChecked, Finding, InputError
 from tracelint.source import lint, lint_paths
 from tracelint.source import loops as loops_module
 from tracelint.source.document import read_notebook
-from tracelint.source.screen import (
+from tracelint.source.limits import (
     MAX_CHAIN,
     MAX_LINE,
     MAX_NESTING,
     calm,
-    examine,
     hazard,
     shape,
 )
+from tracelint.source.screen import examine
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("fuzz_sources", REPO / "bench" / "fuzz_sources.py")

@@ -11,7 +11,8 @@ import pytest
 
 from tests.source.test_sync import lint
 from tracelint.source.context import FileContext
-from tracelint.source.loops import HotLoop, facts
+from tracelint.source.hotloop import HotLoop
+from tracelint.source.loops import facts
 from tracelint.source.rule import run_rules
 from tracelint.source.rules import sync
 from tracelint.source.values import Kind

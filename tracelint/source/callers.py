@@ -27,9 +27,9 @@ from pathlib import PurePath
 
 import libcst as cst
 
-from tracelint.source.context import dotted_name, iter_children
+from tracelint.source.context import callee_name, dotted_name, iter_children
+from tracelint.source.hotloop import HotLoop
 from tracelint.source.runcalls import HotCall, RunCalls
-from tracelint.source.values import callee_name
 from tracelint.source.vocab import EXTERNAL_MODULES
 
 MAX_DEPTH = 4  # calls followed from a sync to the per-step loop (train() -> step() -> log() -> sync)
@@ -162,8 +162,6 @@ class Callers:
             return self._verdicts[fn]
         if fn in self._open or depth > MAX_DEPTH:
             return None
-        from tracelint.source.loops import HotLoop
-
         self._open.add(fn)
         try:
             verdict = None

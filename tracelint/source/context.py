@@ -56,6 +56,16 @@ def dotted_name(expr: cst.BaseExpression) -> str | None:
     return ".".join(reversed(parts))
 
 
+def callee_name(call: cst.Call) -> str | None:
+    """The last name of what ``call`` calls: ``f`` for ``f(x)``, ``step`` for ``self.opt.step()``; else None."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
+
+
 def _module_name(expr: cst.BaseExpression | None) -> str:
     return dotted_name(expr) or "" if expr is not None else ""
 

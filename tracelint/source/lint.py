@@ -2,11 +2,11 @@
 config, and with ``fix`` apply fixes until none is left (re-parsing each result before it is written).
 
 Hostile input never stops the run (issue #11): a file is refused with a one-line InputError before libcst's native
-parser sees it when it is past one of the limits in screen.py (nesting, trailer chains, line length; file size in
+parser sees it when it is past one of the limits in limits.py (nesting, trailer chains, line length; file size in
 document.py) or too complex for Python's own parser, and no file takes much longer than the per-file time limit
 (``Config.file_time_limit``, ``file-time-limit`` in [tool.tracelint], 20 s by default; counted from the read):
 
-- A *calm* file (``screen.calm``: Python's parser took it, at most 256 kB, shallow) is analysed in this process
+- A *calm* file (``limits.calm``: Python's parser took it, at most 256 kB, shallow) is analysed in this process
   under a timer (``signal.setitimer`` on POSIX, main thread only, when no one else uses SIGALRM) that interrupts
   the Python part (rules, positions, fixes); its native parse is short by construction.
 - Any other file (Python's parser rejected it, so libcst alone judges it; or it is large or deep) is analysed in a
@@ -35,8 +35,9 @@ from tracelint.engine.catalog import catalog
 from tracelint.engine.suppress import is_suppressed
 from tracelint.source.document import DocumentError, NotebookDocument, PythonDocument, read_document
 from tracelint.source.fix import NotWritten, choose_fixes, write_atomic
+from tracelint.source.limits import calm, hazard
 from tracelint.source.runcalls import Entry, RunCalls
-from tracelint.source.screen import PROJECT_CALL, SYNC_KINDS, calm, examine, hazard, may_report, parse_quietly, sites
+from tracelint.source.screen import PROJECT_CALL, SYNC_KINDS, examine, may_report, parse_quietly, sites
 
 if TYPE_CHECKING:
     import libcst as cst

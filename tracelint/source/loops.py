@@ -15,28 +15,16 @@ caches loop verdicts and per-function bindings so that each is computed once how
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import libcst as cst
 
 from tracelint.source.callers import Callers
 from tracelint.source.calls import literal
-from tracelint.source.context import FileContext, dotted_name, iter_children
+from tracelint.source.context import FileContext, callee_name, dotted_name, iter_children
+from tracelint.source.hotloop import HotLoop
 from tracelint.source.runcalls import Entry
-from tracelint.source.values import Tree, Values, callee_name, words
-from tracelint.source.values import _is_number as is_number
+from tracelint.source.values import Tree, Values, is_number, words
 from tracelint.source.vocab import STEP_HOOKS as _STEP_HOOKS
-
-
-@dataclass(frozen=True, slots=True)
-class HotLoop:
-    """The per-step context a node runs in: the loop (or step hook) and how messages name it."""
-
-    node: cst.CSTNode
-    description: str  # "the loop over `train_loader`", "the `while True` loop", "`training_step`"
-    # The code reached this loop through a call from another file of the run whose code puts work on a CUDA device
-    # (a helper module shows no device of its own: the caller's evidence counts).
-    on_device: bool = False
 
 
 def _short(text: str, limit: int = 40) -> str:
@@ -102,7 +90,7 @@ def _steppy_target(target: cst.BaseExpression, iterable: cst.BaseExpression, tre
         return "step" in low or bool(words(text) & {"it", "iter", "iteration", "itr"})
     return ("batch" in low or "step" in low) and "size" not in low
 
-def _is_step_call(node: cst.CSTNode) -> bool:
+def is_step_call(node: cst.CSTNode) -> bool:
     """``loss.backward()``, ``optimizer.step()``, ``scaler.step(opt)``, ``env.step(a)``."""
     if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
         return False
@@ -152,7 +140,7 @@ def _own_nodes(body: cst.CSTNode):
 
 def _body_steps(body: cst.BaseSuite) -> bool:
     """Does the body itself (not a nested loop) step the optimizer or the environment?"""
-    return any(_is_step_call(node) for node in _own_nodes(body))
+    return any(is_step_call(node) for node in _own_nodes(body))
 
 
 Steps = Callable[[cst.BaseSuite], bool]  # _body_steps, or Facts.body_steps (which follows calls in the file)

@@ -63,7 +63,7 @@ from tracelint.engine import Edit, Finding, Fix, Rule, Severity
 from tracelint.engine.catalog import catalog
 from tracelint.source import loops
 from tracelint.source.context import FileContext, iter_children
-from tracelint.source.loops import HotLoop
+from tracelint.source.hotloop import HotLoop
 from tracelint.source.values import Kind
 
 

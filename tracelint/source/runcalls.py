@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracelint.source.screen import _dotted
+from tracelint.source.screen import ast_dotted_name
 from tracelint.source.vocab import GRAPH_BATCHING
 
 MAX_ROUNDS = 3  # cross-file passes (a helper module's helper in a third file)
@@ -154,7 +154,7 @@ def _graph_functions(tree: ast.Module) -> set[str]:
 
 def _resolved(func: ast.expr, imports: dict[str, str]) -> str | None:
     """``func``'s dotted name with its head replaced through the file's imports."""
-    dotted = _dotted(func)
+    dotted = ast_dotted_name(func)
     if dotted is None:
         return None
     head, _, rest = dotted.partition(".")

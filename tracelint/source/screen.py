@@ -26,11 +26,8 @@ fixtures: a file the screen holds back has no findings.
 from __future__ import annotations
 
 import ast
-import io
-import re
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
 
 from tracelint.engine.catalog import catalog
 from tracelint.source.vocab import (
@@ -176,7 +173,7 @@ def _element_loop(loop: ast.AST) -> bool:
     generators = [loop] if isinstance(loop, (ast.For, ast.AsyncFor)) else getattr(loop, "generators", [])
     for gen in generators:
         target, iterable = gen.target, gen.iter
-        if isinstance(iterable, ast.Call) and _dotted(iterable.func) == "enumerate" and iterable.args:
+        if isinstance(iterable, ast.Call) and ast_dotted_name(iterable.func) == "enumerate" and iterable.args:
             iterable = iterable.args[0]
             if isinstance(target, ast.Tuple) and len(target.elts) == 2:
                 target = target.elts[1]
@@ -184,7 +181,7 @@ def _element_loop(loop: ast.AST) -> bool:
             continue
         if isinstance(iterable, (ast.Name, ast.Attribute)):
             return True
-        if not (isinstance(iterable, ast.Call) and _dotted(iterable.func) == "range" and iterable.args) or \
+        if not (isinstance(iterable, ast.Call) and ast_dotted_name(iterable.func) == "range" and iterable.args) or \
                 isinstance(iterable.args[-1], ast.Constant):
             continue
         if any(isinstance(n, ast.Subscript) and any(isinstance(i, ast.Name) and i.id == target.id
@@ -193,7 +190,8 @@ def _element_loop(loop: ast.AST) -> bool:
     return False
 
 
-def _dotted(expr: ast.expr) -> str | None:
+def ast_dotted_name(expr: ast.expr) -> str | None:
+    """``a.b.c`` for an ``ast`` name or attribute chain, else None (context.dotted_name does the same for libcst)."""
     parts: list[str] = []
     while isinstance(expr, ast.Attribute):
         parts.append(expr.attr)
@@ -279,7 +277,7 @@ class _Screen:
                 for target in targets:
                     self._count(target, assigned)
                     if isinstance(node, ast.Assign) and isinstance(target, ast.Name):
-                        dotted = _dotted(node.value)
+                        dotted = ast_dotted_name(node.value)
                         if dotted:
                             candidates[target.id] = dotted
                     if node.value is not None:
@@ -370,7 +368,7 @@ class _Screen:
         """The last name of a callee, as written (``f``, ``(a == b).nonzero``, ``stream().synchronize``) and as
         resolved through imports and aliases."""
         leaves = {func.attr} if isinstance(func, ast.Attribute) else {func.id} if isinstance(func, ast.Name) else set()
-        dotted = _dotted(func)
+        dotted = ast_dotted_name(func)
         if dotted is not None:
             leaves.add(self._resolve(dotted).rsplit(".", 1)[-1])
         return leaves
@@ -450,7 +448,7 @@ class _Screen:
             func = index.func
             return isinstance(func, ast.Attribute) and (func.attr in MASK_METHODS or func.attr in MASK_KEEPING and
                                                         self._mask_like(func.value, scope, depth)) or \
-                any(k.arg == "dtype" for k in index.keywords) or any(_dotted(a) in ("torch.bool", "bool")
+                any(k.arg == "dtype" for k in index.keywords) or any(ast_dotted_name(a) in ("torch.bool", "bool")
                                                                      for a in index.args)
         if isinstance(index, ast.Name) and depth == 0:
             values = self.values.get(scope, {}).get(index.id, ())
@@ -479,7 +477,7 @@ class _Screen:
                 if step and ELEMENT_LOOP not in self.found and element:
                     self.found.add(ELEMENT_LOOP)
                 over_range = element and isinstance(getattr(node, "iter", None), ast.Call) and \
-                    _dotted(node.iter.func) == "range"  # for i in range(batch_size): x[i] is no training loop
+                    ast_dotted_name(node.iter.func) == "range"  # for i in range(batch_size): x[i] is no training loop
                 if not over_range and isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and _steppy_loop(node):
                     self.steppy = step = True
                 hot = True
@@ -564,7 +562,7 @@ class _Screen:
             elif self._builtin_call(func, "max", "min"):
                 if len(positional) >= 2 and any(self._may_tensor(v, scope) for v in positional):
                     found.add(SCALAR)
-            elif self._resolve(_dotted(func) or "").startswith("math."):  # math.isnan(t)
+            elif self._resolve(ast_dotted_name(func) or "").startswith("math."):  # math.isnan(t)
                 if any(self._may_tensor(v, scope) for v in positional):
                     found.add(SCALAR)
         if FORMAT not in found:
@@ -617,136 +615,3 @@ def may_report(code: str, found: frozenset[str] | None) -> bool:
     doc = catalog().get(code)
     kinds = doc.sites if doc is not None else None
     return found is None or kinds is None or not kinds.isdisjoint(found)
-
-
-
-# -- what libcst's parser can take safely -----------------------------------------------------------------------
-# libcst's native parser recurses once per nesting level and slows down more than linearly with nesting and with
-# trailer chains (libcst 1.9, measured: 1,000 nested ``[`` 5 s, 1,000 nested calls 14 s, 3,000 nested brackets
-# kill the process with SIGSEGV; ``a[0][0]...`` 1,000 long 2.4 s, 5,000 long 96 s). A file past one of these limits
-# is refused with a one-line message before libcst sees it. Real code stays far below them: the figures are the
-# largest of 8,600 .py files (torch 2.13, sympy, pygments, setuptools, libcst, the standard library, this repo).
-MAX_NESTING = 100        # brackets open plus indentation levels at any point (real code: 28)
-MAX_CHAIN = 100          # attributes, calls and subscripts in a row: a.b[0](x).c ... (real code: 36)
-MAX_LINE = 100_000       # characters in one line (real code: 72,574, a generated table of names on one line)
-# Within those limits libcst's time still grows faster than the text (a 40 kB file of 570-deep sums takes 9 s):
-# a file beyond one of these "calm" levels, or that Python's parser rejects (then libcst alone judges it), is
-# parsed in a child process that is killed at the per-file time limit (lint.py). Real code is calm but for
-# generated files: the largest ast depth in torch is 94 (an elif chain), in sympy's generated tables 569.
-CALM_NESTING = 30
-CALM_CHAIN = 30
-CALM_DEPTH = 100         # depth of Python's syntax tree
-CALM_CHARS = 256 * 1024  # libcst parses real code at 0.05 to 1 MB/s
-
-_STRING = (r"""'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*(?:'''|\Z)"""
-           r'''|"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*(?:"""|\Z)'''
-           r"""|'[^'\\\r\n]*(?:\\.[^'\\\r\n]*)*'?|"[^"\\\r\n]*(?:\\.[^"\\\r\n]*)*"?""")
-# One match per token that matters: a string (a prefix needs no matching), a comment, a bracket, a line break or
-# the end; the possessive skip of everything else keeps the scan linear and in C.
-_SCAN = re.compile(rf"[^'\"#()\[\]{{}}\r\n]*+(?:(?P<string>{_STRING})|(?P<comment>#[^\r\n]*)|(?P<open>[(\[{{])"
-                   r"|(?P<close>[)\]}])|(?P<newline>\r\n?|\n)|(?P<end>\Z))", re.DOTALL)
-_CHAIN_GAP = re.compile(r"[\s\\]*(?:\.[\s\\]*[^\W\d]\w*[\s\\]*)*")  # between two trailers: .name .name
-_ATTRIBUTES = re.compile(rf"(?:\.[ \t]*[^\W\d]\w*[ \t]*){{{MAX_CHAIN + 1}}}")  # a.b.c... without brackets
-_INDENT = re.compile(r"[ \t\f]*")
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """The largest nesting (brackets plus indentation levels), trailer chain and line length of a text, with the
-    line where each first occurs. A token-level scan that needs no valid syntax: strings and comments are skipped,
-    the rest is approximate (a keyword before a bracket counts as a name), which limits far above real code allow."""
-
-    nesting: int = 0
-    nesting_line: int = 0
-    chain: int = 0
-    chain_line: int = 0
-    line_length: int = 0
-    long_line: int = 0
-
-
-@lru_cache(maxsize=2)
-def shape(text: str) -> Shape:
-    depth, line = 0, 1
-    indents: list[int] = []
-    nesting = nesting_line = longest_chain = chain_line = 0
-    close_end: dict[int, int] = {}  # depth -> where the last bracket closed back to that depth
-    chain: dict[int, int] = {}      # depth -> trailers in the chain that ends there
-    for match in _SCAN.finditer(text):
-        kind = match.lastgroup
-        if kind == "open":
-            start = match.end() - 1
-            after = close_end.pop(depth, None)  # consumed: a gap is matched once
-            if after is not None and _CHAIN_GAP.fullmatch(text, after, start):
-                count = chain.get(depth, 0) + 1 + text.count(".", after, start)
-            else:
-                j = start - 1
-                while j >= 0 and text[j] in " \t":
-                    j -= 1
-                count = 1 if j >= 0 and (text[j].isalnum() or text[j] == "_") else 0
-            chain[depth] = count
-            if count > longest_chain:
-                longest_chain, chain_line = count, line
-            depth += 1
-            close_end.pop(depth, None)
-            if depth + len(indents) > nesting:
-                nesting, nesting_line = depth + len(indents), line
-        elif kind == "close":
-            depth = max(depth - 1, 0)
-            close_end[depth] = match.end()
-        elif kind == "newline":
-            line += 1
-            where = match.start("newline")
-            if depth or text[where - 1:where] == "\\":  # inside brackets, or a continued line
-                continue
-            close_end.pop(0, None)
-            indent = _INDENT.match(text, match.end())
-            first = indent.end()
-            if first >= len(text) or text[first] in "\r\n#\\":  # a blank or comment line
-                continue
-            width = len(indent.group().expandtabs(8))
-            while indents and width < indents[-1]:
-                indents.pop()
-            if width > (indents[-1] if indents else 0):
-                indents.append(width)
-                if len(indents) > nesting:
-                    nesting, nesting_line = len(indents), line
-        elif kind == "string":
-            token = match.group("string")
-            if "\n" in token or "\r" in token:
-                line += token.count("\n") + token.count("\r") - token.count("\r\n")
-    attributes = _ATTRIBUTES.search(text)
-    if attributes is not None and longest_chain <= MAX_CHAIN:
-        longest_chain, chain_line = MAX_CHAIN + 1, _line_of(text, attributes.start())
-    # Line lengths in C and constant memory (universal newlines: \r\n and \r read as \n); the line break counts
-    # until the longest line is over the limit, when it is located and measured exactly.
-    longest, long_line = max(map(len, io.StringIO(text, newline=None)), default=0), 0
-    if longest > MAX_LINE:
-        for number, line in enumerate(io.StringIO(text, newline=None), start=1):
-            if len(line) == longest:
-                longest, long_line = len(line.rstrip("\n")), number
-                break
-    return Shape(nesting, nesting_line, longest_chain, chain_line, longest, long_line)
-
-
-def _line_of(text: str, offset: int) -> int:
-    return len(_LINE_BREAK.findall(text, 0, offset)) + 1
-
-
-def hazard(text: str) -> tuple[str, int] | None:
-    """Why libcst must not parse ``text``, as (message, line); None when it may."""
-    found = shape(text)
-    if found.line_length > MAX_LINE:
-        return f"a line longer than {MAX_LINE:,} characters: not analysed", found.long_line
-    if found.nesting > MAX_NESTING:
-        return f"nesting deeper than {MAX_NESTING} levels (brackets and indentation): not analysed", found.nesting_line
-    if found.chain > MAX_CHAIN:
-        return f"more than {MAX_CHAIN} attributes, calls or subscripts in a row: not analysed", found.chain_line
-    return None
-
-
-def calm(text: str, look: Look) -> bool:
-    """Whether libcst parses ``text`` in time for sure (else it is parsed in a child process with a time limit)."""
-    found = shape(text)
-    return look.sites is not None and look.depth <= CALM_DEPTH and len(text) <= CALM_CHARS \
-        and found.nesting <= CALM_NESTING and found.chain <= CALM_CHAIN

@@ -3,21 +3,22 @@
 ``Values(tree).kind(expr)``: HOST (Python values, numpy, CPU tensors built without a device, anything already
 ``.item()``-ed or ``.cpu()``-ed), TENSOR (evidence of a possibly-device tensor: model/criterion outputs, torch ops,
 ``.to(dev)``) or UNKNOWN. Names are looked up through the nearest preceding binding in the same function, from
-per-function binding tables computed once. Pure libcst over a ``Tree`` (the source FileContext satisfies it); rules
-reach it through ``loops.facts(ctx)`` (``SourceRule.facts``), which adds the per-step-loop questions.
+per-function binding tables computed once (bindings.py). Pure libcst over a ``Tree`` (the source FileContext
+satisfies it); rules reach it through ``loops.facts(ctx)`` (``SourceRule.facts``), which adds the per-step-loop
+questions.
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
 import libcst as cst
 
+from tracelint.source.bindings import Binding, ScopeBindings
 from tracelint.source.calls import literal
-from tracelint.source.context import dotted_name, iter_children
+from tracelint.source.context import callee_name, dotted_name, iter_children
 from tracelint.source.vocab import DEVICE_MODULES as _DEVICE_MODULES
 from tracelint.source.vocab import DEVICE_NAMES as _DEVICE_NAMES
 from tracelint.source.vocab import DEVICE_SUBSTRINGS as _DEVICE_SUBSTRINGS
@@ -52,15 +53,6 @@ _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 def words(text: str) -> frozenset[str]:
     """Lower-case words of identifiers in ``text``: ``trainLoader.next_batch`` -> {train, loader, next, batch}."""
     return frozenset(w.lower() for w in _WORD.findall(text))
-
-
-def callee_name(call: cst.Call) -> str | None:
-    func = call.func
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -100,8 +92,6 @@ _CONFIG_NAMES = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hpar
 _CONFIG_CALL_WORDS = frozenset({"parse", "args", "arguments", "config", "cfg", "conf", "options", "opts",
                                 "hparams"})
 _PARSE_METHODS = frozenset({"parse_args", "parse_known_args"})
-# What moves a tensor to a device (``moved``): ``x.to(dev)``, ``x.cuda()``, ``x.type(torch.cuda.FloatTensor)``.
-_MOVES = frozenset({"to", "cuda", "type"})
 # Methods that modules (and other objects) share with tensors: ``Net().cuda()`` is the module.
 _MODULE_METHODS = frozenset({"to", "cuda", "half", "float", "double", "bfloat16", "type"})
 _HOST_MODULES = ("numpy", "math", "random", "time", "os", "sys", "json", "pandas", "builtins.str", "builtins.len",
@@ -142,15 +132,16 @@ def _callee_kind(name: str) -> Kind:
     return Kind.UNKNOWN
 
 
-def _is_number(expr: cst.BaseExpression) -> bool:
+def is_number(expr: cst.BaseExpression) -> bool:
+    """A literal integer or float, signed or not (``3``, ``-0.5``)."""
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
-        return _is_number(expr.expression)
+        return is_number(expr.expression)
     return isinstance(expr, (cst.Integer, cst.Float))
 
 
 def is_python_scalar(expr: cst.BaseExpression, tree: Tree) -> bool:
     """A literal number, bool, ``float('-inf')`` or ``math.inf``: what ``x[mask] = value`` turns into masked_fill_."""
-    if _is_number(expr):
+    if is_number(expr):
         return True
     if isinstance(expr, cst.UnaryOperation):
         return is_python_scalar(expr.expression, tree)
@@ -162,121 +153,12 @@ def is_python_scalar(expr: cst.BaseExpression, tree: Tree) -> bool:
     return bool(name and name.split(".")[0] in ("math", "numpy"))
 
 
-@dataclass(frozen=True, slots=True)
-class _Binding:
-    order: int
-    value: cst.BaseExpression | None  # None: bound opaquely (parameter, with/except target, import)
-    element: int | None = None        # position in a tuple unpacking of ``value``
-    augmented: bool = False           # ``name += value``
-    loop_index: bool = False          # the counter of ``range``/``enumerate``
-    loop: cst.CSTNode | None = None   # the ``for`` whose target binds it (an element of what the loop yields)
-
-
-class _ScopeBindings:
-    """Bindings of one function (or module) in source order, and the order of every node in it.
-
-    Walked with the source framework's field walk (libcst's own visitor machinery is several times slower).
-    """
-
-    def __init__(self, root: cst.CSTNode) -> None:
-        self.root = root
-        self.order: dict[cst.CSTNode, int] = {}
-        self.bindings: dict[str, list[_Binding]] = {}
-        # (name, first, end): the orders of the branch of ``if torch.is_tensor(name):`` / ``isinstance(name,
-        # torch.Tensor)`` (or its ``not``) in which ``name`` is not a tensor.
-        self.not_tensor: list[tuple[str, int, int]] = []
-        # name -> the ``name.to(...)`` / ``name.cuda()`` / ``name.type(...)`` calls of this scope (see ``moved``)
-        self.moves: dict[str, list[cst.Call]] = {}
-        self._branches: dict[cst.CSTNode, str] = {}
-        self._walk(root)
-
-    def _walk(self, root: cst.CSTNode) -> None:
-        # An explicit work list, like the framework's traversal: generated code nests expressions thousands deep.
-        work: list[tuple[cst.CSTNode, bool]] = [(root, False)]
-        while work:
-            node, leaving = work.pop()
-            if leaving:
-                self._leave(node)
-                continue
-            self.order[node] = len(self.order)
-            if node is not root and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                continue
-            if isinstance(node, (cst.For, cst.CompFor)):
-                self._bind_loop_target(node.target, node.iter, self.order[node], node)
-            elif isinstance(node, cst.WithItem) and node.asname is not None:
-                self._bind(node.asname.name, self.order[node], None)
-            elif isinstance(node, cst.Param):
-                self._bind(node.name, self.order[node], None)
-            elif isinstance(node, (cst.If, cst.IfExp)):
-                self._type_test(node)
-            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
-                    node.func.attr.value in _MOVES and isinstance(node.func.value, cst.Name):
-                self.moves.setdefault(node.func.value.value, []).append(node)
-            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.NamedExpr)) or node in self._branches:
-                work.append((node, True))
-            work.extend((kid, False) for kid in reversed(list(iter_children(node))))
-
-    def _type_test(self, node: cst.If | cst.IfExp) -> None:
-        """Note the branch of ``if torch.is_tensor(x):`` (``isinstance(x, torch.Tensor)``, ``not ...``) where ``x``
-        is not a tensor: the ``else`` (``elif`` chain included), or the body under ``not``."""
-        test, positive = node.test, True
-        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            test, positive = test.expression, not positive
-        name = _type_tested(test)
-        branch = node.orelse if positive else node.body
-        if name is not None and branch is not None:
-            self._branches[branch] = name
-
-    def _leave(self, node: cst.CSTNode) -> None:
-        # Assignments bind after their value is read (``x = x.to(device)``): their order is the one after the value.
-        after = len(self.order)
-        name = self._branches.get(node)
-        if name is not None:
-            self.not_tensor.append((name, self.order[node], after))
-        if isinstance(node, cst.Assign):
-            for t in node.targets:
-                self._bind(t.target, after, node.value)
-        elif isinstance(node, (cst.AnnAssign, cst.NamedExpr)):
-            self._bind(node.target, after, node.value)
-        elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
-            self._bind(node.target, after, node.value, augmented=True)
-
-    def _bind(self, target: cst.BaseExpression, at: int, value, element: int | None = None, **flags) -> None:
-        if isinstance(target, cst.Name):
-            self.bindings.setdefault(target.value, []).append(_Binding(at, value, element, **flags))
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for i, el in enumerate(target.elements):
-                inner = el.value
-                if isinstance(inner, cst.StarredElement):
-                    inner = inner.value
-                sub_value = value
-                if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
-                    sub_value, index = value.elements[i].value, None
-                else:
-                    index = i
-                if isinstance(inner, cst.Name):
-                    self._bind(inner, at, sub_value, index, **flags)
-                else:
-                    self._bind(inner, at, None, **flags)
-
-    def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression, at: int,
-                          loop: cst.CSTNode) -> None:
-        func = callee_name(iterable) if isinstance(iterable, cst.Call) else None
-        if func in ("range", "trange"):
-            self._bind(target, at, None, loop_index=True)
-        elif func == "enumerate" and isinstance(target, cst.Tuple) and len(target.elements) == 2:
-            self._bind(target.elements[0].value, at, None, loop_index=True)
-            self._bind(target.elements[1].value, at, None, loop=loop)
-        else:
-            self._bind(target, at, None, loop=loop)
-
-
 class Values:
     """Per-file caches behind ``kind``: the bindings of each function, computed once however many rules ask."""
 
     def __init__(self, tree: Tree) -> None:
         self.tree = tree
-        self._scopes: dict[cst.CSTNode, _ScopeBindings] = {}
+        self._scopes: dict[cst.CSTNode, ScopeBindings] = {}
         self._device: bool | None = None
         self._functions: dict[str, cst.FunctionDef] | None = None
         self._configs: dict[tuple[str, cst.Call], bool] = {}
@@ -297,10 +179,10 @@ class Values:
                 return ancestor
         return self.tree.stack[0]
 
-    def bindings(self, scope: cst.CSTNode) -> _ScopeBindings:
+    def bindings(self, scope: cst.CSTNode) -> ScopeBindings:
         found = self._scopes.get(scope)
         if found is None:
-            found = self._scopes[scope] = _ScopeBindings(scope)
+            found = self._scopes[scope] = ScopeBindings(scope)
         return found
 
     def value_of(self, name: cst.Name) -> cst.BaseExpression | None:
@@ -445,7 +327,7 @@ class Values:
         kinds = {self._binding_kind(b, found, scope, depth) for b in found}
         return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
 
-    def _binding_kind(self, binding: _Binding, all_bindings, scope, depth: int) -> Kind:
+    def _binding_kind(self, binding: Binding, all_bindings, scope, depth: int) -> Kind:
         if binding.loop_index:
             return Kind.HOST
         if binding.value is None:
@@ -557,7 +439,7 @@ class Values:
             self._functions = {s.name.value: s for s in self.tree.module.body if isinstance(s, cst.FunctionDef)}
         return self._functions
 
-    def _host_element(self, name: str, binding: _Binding, table: _ScopeBindings) -> bool:
+    def _host_element(self, name: str, binding: Binding, table: ScopeBindings) -> bool:
         """A name bound by a ``for`` target that the scope never moves to a device while it moves another name
         of the same target (``for _, imgs, targets in loader: imgs = imgs.type(Tensor)``: ``targets`` stays on the
         host). Conservative: any ``targets.to(...)`` / ``.cuda()`` in the scope, or a target of one name, says
@@ -569,7 +451,7 @@ class Values:
             return False
         return any(self._moved(other, table) for other in names if other != name)
 
-    def _moved(self, name: str, table: _ScopeBindings) -> bool:
+    def _moved(self, name: str, table: ScopeBindings) -> bool:
         for call in table.moves.get(name, ()):
             method = call.func.attr.value
             if method == "cuda":
@@ -654,23 +536,7 @@ def _is_dtype(expr: cst.BaseExpression, tree: Tree) -> bool:
         not qualified.startswith("torch.device")
 
 
-def _type_tested(test: cst.BaseExpression) -> str | None:
-    """The name a test says is a tensor: ``torch.is_tensor(x)``, ``isinstance(x, torch.Tensor)`` (or a tuple of
-    tensor types)."""
-    if not isinstance(test, cst.Call) or not test.args or not isinstance(test.args[0].value, cst.Name):
-        return None
-    callee = callee_name(test)
-    if callee == "is_tensor" and len(test.args) == 1:
-        return test.args[0].value.value
-    if callee == "isinstance" and len(test.args) == 2:
-        kinds = test.args[1].value
-        types = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
-        if types and all((dotted_name(t) or "").endswith("Tensor") for t in types):
-            return test.args[0].value.value
-    return None
-
-
-def _not_tensor_here(table: _ScopeBindings, name: str, at: int, before: list[_Binding]) -> bool:
+def _not_tensor_here(table: ScopeBindings, name: str, at: int, before: list[Binding]) -> bool:
     """``name`` at order ``at`` is in a branch where a type test says it is not a tensor, and not rebound there."""
     for tested, first, end in table.not_tensor:
         if tested == name and first <= at < end and not any(b.order >= first for b in before):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tracelint.source.context import iter_descendants
+from tracelint.source.context import callee_name, iter_descendants
 from tracelint.source.rule import SourceRule
-from tracelint.source.values import callee_name, words
+from tracelint.source.values import words
 
 # Words of a range bound that count elements (a batch, a sequence, boxes), not a handful of layers or heads.
 _ELEMENT_WORDS = frozenset({

@@ -17,11 +17,10 @@ import libcst as cst
 
 from tracelint.engine import Edit, Fix, Severity
 from tracelint.source.calls import call_arguments, is_literal, set_keyword
-from tracelint.source.context import FileContext, dotted_name, iter_descendants
-from tracelint.source.loops import _is_step_call as is_step_call
+from tracelint.source.context import FileContext, callee_name, dotted_name, iter_descendants
+from tracelint.source.loops import is_step_call
 from tracelint.source.rule import SourceRule
 from tracelint.source.runcalls import MATMUL, REDUCED, precision_settings
-from tracelint.source.values import callee_name
 
 TF32_DEFAULT_UNTIL = (1, 12)  # torch 1.7-1.11 ran fp32 matmuls as TF32 on Ampere by default
 _PIN = re.compile(r"""^\s*["']?torch\s*(?:\[[^\]]*\])?\s*==\s*(\d+)\.(\d+)""", re.M)
