@@ -191,8 +191,9 @@ def _move_target(ctx: FileContext, call: cst.Call) -> str | None | object:
 
 def _names_device(ctx: FileContext, expr: cst.BaseExpression) -> bool:
     """``expr`` names a device other than the CPU: ``"cuda"``, ``0``, ``torch.device(...)``, ``x.device``, or a
-    name whose words say device (``device``, ``args.gpu``, ``local_rank``). A tensor (``.to(other)``) or a dtype
-    does not."""
+    name whose words say device (``device``, ``args.gpu``, ``self.cuda_dev``; not ``local_rank``: DEVICE_WORDS is
+    the narrow set, what TL204 has always used — issue 29 replaces words by what was bound). A tensor
+    (``.to(other)``) or a dtype does not."""
     if isinstance(expr, cst.SimpleString):
         return not is_literal(expr, "cpu", "meta") and isinstance(literal(expr), str)
     if isinstance(expr, cst.Integer):
