@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PUBLIC_TRACES
+from tests.shared import PUBLIC_TRACES
 from tracelint.trace import load
 from tracelint.trace._jsonfix import repair
 from tracelint.trace.load import TraceReadError, open_trace
