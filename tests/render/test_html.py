@@ -21,6 +21,7 @@ import pytest
 
 import tracelint
 from tests.conftest import FIXTURE_TRACES
+from tests.shared import PUBLIC_TRACES, shared_path
 from tracelint.engine import Finding, RunResult, Severity, TraceLocation, TraceSummary
 from tracelint.engine import metrics as M
 from tracelint.engine.metrics import IDLE_CAUSES
@@ -31,6 +32,7 @@ from tracelint.trace.timeline import MAX_BUCKETS, timeline_of
 ITEM = FIXTURE_TRACES / "item_per_step.pt.trace.json.gz"
 ITEM_FIXED = FIXTURE_TRACES / "item_per_step_fixed.pt.trace.json.gz"
 PAGEABLE = FIXTURE_TRACES / "pageable_copies.pt.trace.json.gz"
+DLRM = PUBLIC_TRACES / "param-dlrm-8rank"  # PARAM's 8-rank job, in ../shared (absent in a fresh clone)
 MAX_BYTES = 3 * 2**20
 EVIL = "</script><script>window.pwned=1</script><img src=x onerror=\"window.pwned=2\">\u202e"
 
@@ -41,16 +43,20 @@ def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory) -> dict[str, Path]:
-    """The reports the browser tests open: a fixture trace, a diff, and (with the public corpus) an 8-rank job."""
+    """The reports the browser tests open: a fixture trace and a diff."""
     out = tmp_path_factory.mktemp("html")
     made = {"trace": out / "trace.html", "diff": out / "diff.html"}
     assert _cli("trace", str(ITEM), "--format", "html", "-o", str(made["trace"])).returncode == 1  # TL101 fires
     assert _cli("diff", str(ITEM_FIXED), str(ITEM), "--format", "html", "-o", str(made["diff"])).returncode == 1
-    job = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "public" / "param-dlrm-8rank"
-    if job.is_dir():
-        made["job"] = out / "job.html"
-        assert _cli("trace", str(job), "--format", "html", "-o", str(made["job"])).returncode in (0, 1)
     return made
+
+
+@pytest.fixture(scope="module")
+def job_page(tmp_path_factory) -> Path:
+    """The report of PARAM's 8-rank DLRM job (../shared: the test skips in a fresh clone)."""
+    page = tmp_path_factory.mktemp("html-job") / "job.html"
+    assert _cli("trace", str(shared_path(DLRM)), "--format", "html", "-o", str(page)).returncode in (0, 1)
+    return page
 
 
 # --- the timeline record -----------------------------------------------------------------------------------------
@@ -293,10 +299,9 @@ def test_diff_report_in_a_browser(browser, pages, shots):
         page.close()
 
 
-def test_job_report_in_a_browser(browser, pages, shots):
-    if "job" not in pages:
-        pytest.skip("public trace corpus ../shared/traces/public not present")
-    page = _check_page(browser, pages["job"], 1, shots / "job.png")
+@pytest.mark.shared(DLRM)
+def test_job_report_in_a_browser(browser, job_page, shots):
+    page = _check_page(browser, job_page, 1, shots / "job.png")
     try:
         assert page.locator("table.ranks tbody tr").count() == 8
         before = int(page.evaluate("document.body.dataset.charts"))

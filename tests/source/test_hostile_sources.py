@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import hypothesmith
@@ -129,11 +128,10 @@ def errors(items: list) -> list[str]:
     ("x = " + "+".join(["a"] * 20000), "nested too deeply for Python's own parser"),
 ])
 def test_what_the_parser_cannot_take_is_refused_before_it(tmp_path, body, message):
-    started = time.monotonic()
+    # Refused by the screen's message, not by the per-file time limit (LIMIT_S); how fast: bench/check_timing.py
     items = lint_text(tmp_path, HEADER + body + "\n")
     assert [m for m in errors(items) if message in m and m.endswith("not analysed")], errors(items)
     assert sum(isinstance(i, FileChecked) for i in items) == 1
-    assert time.monotonic() - started < 10
 
 
 def test_a_refusal_names_the_line_and_for_a_notebook_the_cell(tmp_path):
@@ -161,9 +159,8 @@ def test_hostile_files_never_stop_the_command_line(tmp_path):
     }
     for name, text in hostile.items():
         (tmp_path / name).write_text(text)
-    started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "tracelint", "check", ".", "--format", "json"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120)  # a hang guard; the time: bench/check_timing.py
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
     report = json.loads(proc.stdout)
@@ -171,17 +168,14 @@ def test_hostile_files_never_stop_the_command_line(tmp_path):
     assert sorted(e["path"] for e in report["errors"]) == sorted(n for n in hostile if n != "fine.py")
     assert [f["path"] for f in report["findings"]] == ["fine.py"]
     assert all("\n" not in e["message"] for e in report["errors"])
-    assert time.monotonic() - started < 60
 
 
 def test_the_time_limit_holds_in_a_child_process(tmp_path):
     # Python's parser rejects the file (a syntax error at the end), so libcst alone judges it: in a child process
-    # killed at the limit (libcst needs ~20 s for it).
-    started = time.monotonic()
+    # killed at the limit (libcst needs ~20 s for it): the error says the limit fired; how soon: bench/check_timing.py
     items = lint_text(tmp_path, HEADER + "x = (" + "+\n".join(["a"] * 5000) + "\n def\n",
                       config=Config(root=tmp_path, file_time_limit=1))
     assert errors(items) == ["took longer than 1 s (the per-file time limit, `file-time-limit`): not analysed"]
-    assert time.monotonic() - started < 10
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # an alarm in hypothesis' gc hook
@@ -362,11 +356,11 @@ def test_notebook_metadata_of_any_shape_is_read(tmp_path):
 
 
 def test_magic_masking_is_linear_on_long_lines(tmp_path):
-    # ``^\s*[\w.,\s\[\]]+=`` backtracked quadratically on a line of spaces without "=".
+    # ``^\s*[\w.,\s\[\]]+=`` backtracked quadratically on a line of spaces without "=". Linear: timed in
+    # bench/check_timing.py; here, that the cell gets through the masking to the parser (not to the time limit)
     nb = {"cells": [{"cell_type": "code", "source": HEADER + " " * 60_000 + "x\n"}], "nbformat": 4}
-    started = time.monotonic()
-    lint_text(tmp_path, json.dumps(nb), "nb.ipynb")
-    assert time.monotonic() - started < 10
+    items = lint_text(tmp_path, json.dumps(nb), "nb.ipynb")
+    assert errors(items) == ["cell 1: syntax error: unexpected indent"]
 
 
 @pytest.mark.parametrize("data, message", [

@@ -39,18 +39,22 @@ from typing import Any
 
 import orjson
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURE_TRACES = REPO / "fixtures" / "traces"
-PUBLIC_TRACES = REPO.parent / "shared" / "traces" / "public"
+from tests.shared import PUBLIC_TRACES, REPO
 
-# Small real traces: two H200 fixtures and public ones of other writers (ROCm, an old Kineto, a CPU-only rank).
-BASES = (
-    FIXTURE_TRACES / "launch_bound.pt.trace.json.gz",
-    FIXTURE_TRACES / "item_per_step.pt.trace.json.gz",
+FIXTURE_TRACES = REPO / "fixtures" / "traces"
+
+# Small real traces: two H200 fixtures and public ones of other writers (ROCm, an old Kineto, a CPU-only rank); the
+# public ones lie in ../shared, absent from a fresh clone (tests/shared.py).
+PUBLIC_BASES = (
     PUBLIC_TRACES / "hta-amd_trace-mi250_minitoy_train_ROCm6_2_kineto.json.gz",
     PUBLIC_TRACES / "hta-critical_path-benchmark_result_2869224_1695835535_trace.json.gz",
     PUBLIC_TRACES / "hta-triton_example-triton_example.json.gz",
     PUBLIC_TRACES / "hta-cpu_only-rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+)
+BASES = (
+    FIXTURE_TRACES / "launch_bound.pt.trace.json.gz",
+    FIXTURE_TRACES / "item_per_step.pt.trace.json.gz",
+    *PUBLIC_BASES,
 )
 # The good file every case is read with: the run must still give its Report.
 GOOD = PUBLIC_TRACES / "hta-triton_example-triton_example.json.gz"

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from tests.shared import shared_path
 from tests.trace import fuzzing as F
 from tracelint.engine import InputError
 from tracelint.testing import TraceBuilder
@@ -33,15 +34,14 @@ from tracelint.trace.filetext import Limits, TraceReadError
 from tracelint.trace.load import open_trace
 
 REPO = Path(__file__).resolve().parents[2]
-GOOD = F.GOOD
+GOOD = F.GOOD  # read beside each bad file: a public trace, from ../shared (absent in a fresh clone: tests/shared.py)
+needs_good = pytest.mark.shared(GOOD)
 
 
 @pytest.fixture(scope="module")
-def bases():
-    found = F.available_bases()
-    if len(found) < len(F.BASES) or not GOOD.is_file():
-        pytest.skip("needs the fixture traces and ../shared/traces/public")
-    return found
+def bases() -> list[Path]:
+    """F.BASES, the fixture traces and the public ones (the test skips where ../shared is absent)."""
+    return [shared_path(path) if path in F.PUBLIC_BASES else path for path in F.BASES]
 
 
 def run(*paths) -> dict[str, list]:
@@ -59,10 +59,10 @@ def only(items: list):
 
 # ---- the campaign -------------------------------------------------------------------------------------------------
 
-_base, _ops = F.strategies() if F.available_bases() else (None, None)
+_base, _ops = F.strategies()
 
 
-@pytest.mark.skipif(_base is None, reason="needs the fixture traces and ../shared/traces/public")
+@pytest.mark.shared(*F.PUBLIC_BASES)
 @settings(max_examples=150, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(base=_base, ops=_ops)
@@ -282,6 +282,7 @@ def test_a_failing_job_summary_keeps_the_ranks_reports(tmp_path, monkeypatch):
     assert error.message == "internal error while summarizing the job: ZeroDivisionError: division by zero"
 
 
+@needs_good
 def test_a_bug_in_the_source_half_does_not_lose_the_traces(tmp_path, monkeypatch):
     import tracelint.source
     from tracelint.runner import run_paths
@@ -313,6 +314,7 @@ def _bomb(path: Path, gib: float) -> Path:
     return path
 
 
+@needs_good
 def test_a_decompression_bomb_stops_at_the_string_limit_in_bounded_memory(tmp_path):
     bomb = _bomb(tmp_path / "bomb.json.gz", 2)
     assert bomb.stat().st_size < 4 << 20
@@ -334,6 +336,7 @@ def test_a_decompression_bomb_stops_at_the_string_limit_in_bounded_memory(tmp_pa
     assert int(peak_kb) < 1 << 20, f"peak RSS {int(peak_kb) >> 10} MiB"  # under 1 GiB (measured: ~100 MiB)
 
 
+@needs_good
 def test_limits_come_from_the_environment(tmp_path, monkeypatch):
     path = tmp_path / "t.json.gz"
     path.write_bytes(GOOD.read_bytes())
@@ -377,6 +380,7 @@ def test_a_long_string_in_a_plain_file_is_refused_before_it_is_decoded(tmp_path)
         list(trace.iter_chunks())
 
 
+@needs_good
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 def test_a_fifo_or_device_named_directly_is_an_error_not_a_hang(tmp_path):
     fifo = tmp_path / "pipe.json"
@@ -391,6 +395,7 @@ def test_a_fifo_or_device_named_directly_is_an_error_not_a_hang(tmp_path):
     assert out.returncode == 2 and "not a regular file: a FIFO" in out.stderr
 
 
+@needs_good
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs and symbolic links")
 def test_a_folder_skips_what_cannot_be_read_safely_with_a_note(tmp_path):
     (tmp_path / "ok.json.gz").write_bytes(GOOD.read_bytes())
@@ -416,6 +421,7 @@ def test_a_folder_skips_what_cannot_be_read_safely_with_a_note(tmp_path):
     assert not [i for i in items if isinstance(i, InputError)]
 
 
+@needs_good
 def test_an_unreadable_sub_folder_is_skipped_with_a_note(tmp_path, monkeypatch):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

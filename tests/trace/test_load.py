@@ -7,12 +7,11 @@ import json
 import math
 import os
 import random
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import PUBLIC_TRACES
+from tests.shared import PUBLIC_TRACES
 from tracelint.trace import load
 from tracelint.trace._jsonfix import repair
 from tracelint.trace.filetext import TraceReadError
@@ -307,11 +306,8 @@ def test_mutated_traces_never_raise_anything_but_trace_read_error(public_traces,
         assert gc.isenabled()
 
 
-def test_repair_of_broken_text_takes_linear_time():
+def test_repair_of_broken_text_with_a_stray_letter_late_in_it():
     # A stray letter late in the text used to make a match attempt from every earlier offset rescan up to it
-    # (15 s for these 40 kB; minutes for a chunk).
+    # (15 s for these 40 kB; minutes for a chunk). That it is linear is timed in bench/check_timing.py.
     text = "[" + '{"dur": inf, "ts": 2}, ' * 2000 + "x]"
-    started = time.perf_counter()
-    repaired = repair(text)
-    assert time.perf_counter() - started < 1.0
-    assert repaired == text.replace("inf", "Infinity")
+    assert repair(text) == text.replace("inf", "Infinity")

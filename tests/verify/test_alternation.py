@@ -45,9 +45,8 @@ def test_rounds_go_on_while_the_interval_is_wide_until_the_budget_is_spent():
     settings = RunSettings(blocks=3, budget_s=0.05, target=0.01, max_rounds=10**7)
     base = FakeSide("B", log, lambda t: 10.0 * noise[t % len(noise)])
     variant = FakeSide("V", log, lambda t: 10.0 * noise[(t * 7) % len(noise)])
-    started = time.monotonic()
-    b, v, stopped = compare(base, variant, settings)
-    assert stopped == "budget" and len(b) >= 3 and time.monotonic() - started < 5
+    b, v, stopped = compare(base, variant, settings)  # how soon after the budget it stops: bench/check_timing.py
+    assert stopped == "budget" and len(b) >= 3
 
 
 def test_a_failing_side_ends_the_comparison_and_says_which():

@@ -46,8 +46,7 @@ def test_hanging_variant_is_failed_by_timeout(tmp_path, monkeypatch):
     settings = RunSettings(warmup=2, steps=3, blocks=3, device="cpu", timeout_s=25)
     outcome = run_once(code, SCRIPTS / "train_cpu.py", [], settings, tmp_path / "run")
     verdict = judge(BASELINE, outcome, baseline_loss_finite=True)
-    assert verdict.status == FAILED and "timed out after 25 s" in verdict.reason
-    assert outcome.wall_s < 60
+    assert verdict.status == FAILED and "timed out after 25 s" in verdict.reason  # how soon: bench/check_timing.py
 
 
 @pytest.mark.slow
