@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Fuzz campaign for long runs: mutated traces and sources through the API and (--cli) the CLI.
 
-    python bench/fuzz.py --traces 10000 --sources 10000 --seed 1 [--cli] [--cli-traces 3000] [--jobs 2]
+    python bench/fuzz.py --traces 10000 --sources 10000 --rank-sets 2000 --seed 1 [--cli] [--cli-traces 3000] [--jobs 2]
 
 Traces: bench/fuzz_traces.py (mutations of real traces from tests/trace/fuzzing.py, the one copy shared with the
-hypothesis tests). Sources: bench/fuzz_sources.py, when it exists. Both halves have one interface:
+hypothesis tests). Sources: bench/fuzz_sources.py, when it exists. Rank sets: bench/fuzz_jobs.py (mutated
+multi-rank jobs: missing, duplicate and truncated ranks, sends without recvs, disagreeing groups, skewed clocks). Both halves have one interface:
 
     campaign(n: int, seed: int, workdir: pathlib.Path, cli: bool) -> {"cases": int,
                                                                        "failures": [{"input": str, "error": str}]}
@@ -37,6 +38,12 @@ def _traces(n: int, seed: int, workdir: str, cli: bool, start: int, cli_cases: i
     return fuzz_traces.campaign(n, seed, Path(workdir), cli, start=start, cli_cases=cli_cases)
 
 
+def _rank_sets(n: int, seed: int, workdir: str, start: int) -> dict:
+    import fuzz_jobs
+
+    return fuzz_jobs.campaign(n, seed, Path(workdir), start=start)
+
+
 def _sources(n: int, seed: int, workdir: str, cli: bool, cli_cases: int | None) -> dict:
     import inspect
 
@@ -58,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --cli: how many of the traces also go through the CLI (default: all)")
     ap.add_argument("--cli-sources", type=int, default=None,
                     help="with --cli: how many of the sources also go through the CLI (when the half takes cli_cases)")
-    ap.add_argument("--jobs", type=int, default=1, help="processes for the traces")
+    ap.add_argument("--rank-sets", type=int, default=0,
+                    help="mutated multi-rank jobs to try (bench/fuzz_jobs.py; needs ../shared/traces/multi-gpu)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes for the traces (and for the rank sets)")
     ap.add_argument("--workdir", type=Path, default=BENCH / ".cache" / "fuzz")
     args = ap.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -87,6 +96,13 @@ def main(argv: list[str] | None = None) -> int:
                                          start, cli_n))
                 start += n
             futures["traces"] = parts
+        if args.rank_sets:
+            jobs = max(1, min(args.jobs, args.rank_sets))
+            per, extra = divmod(args.rank_sets, jobs)
+            starts = [j * per + min(j, extra) for j in range(jobs)]
+            futures["rank sets"] = [pool.submit(_rank_sets, per + (1 if j < extra else 0), args.seed,
+                                                str(args.workdir / "rank_sets" / f"job{j}"), starts[j])
+                                    for j in range(jobs)]
         results = {}
         for half, parts in futures.items():
             merged: dict = {"cases": 0, "failures": []}
