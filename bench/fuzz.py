@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Fuzz campaign for long runs: mutated traces and sources through the API and (--cli) the CLI.
 
-    python bench/fuzz.py --traces 10000 --sources 10000 --rank-sets 2000 --seed 1 [--cli] [--cli-traces 3000] [--jobs 2]
+    python bench/fuzz.py --traces 10000 --sources 10000 --rank-sets 2000 --seed 1 [--cli] [--cli-traces 3000]
+                         [--jobs 2]
 
 Traces: bench/fuzz_traces.py (mutations of real traces from tests/trace/fuzzing.py, the one copy shared with the
 hypothesis tests). Sources: bench/fuzz_sources.py, when it exists. Rank sets: bench/fuzz_jobs.py (mutated
-multi-rank jobs: missing, duplicate and truncated ranks, sends without recvs, disagreeing groups, skewed clocks). Both halves have one interface:
+multi-rank jobs: missing, duplicate and truncated ranks, sends without recvs, disagreeing groups, skewed clocks).
+The three have one interface:
 
     campaign(n: int, seed: int, workdir: pathlib.Path, cli: bool) -> {"cases": int,
                                                                        "failures": [{"input": str, "error": str}]}
