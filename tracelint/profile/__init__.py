@@ -54,8 +54,8 @@ Under ``torch.distributed`` (initialized when the first unprofiled block starts)
 collective through c10d's flight recorder, and ``"distributed"`` holds this rank's step time and its wait in
 collectives per unprofiled step (``rank``, ``world_size``, ``step_ms``, ``wait_ms``, ``method``, ...):
 ``tracelint/profile/waits.py`` defines it. It asks every process group to time its collectives (NCCL: two CUDA events
-per collective) and, at the end of each block, exchanges one small record per group with the other ranks through
-the job's c10d store; every rank must then use ``tracelint.profile`` with the same schedule.
+per collective) and, when a cycle starts recording, exchanges one small record per group with the other ranks
+through the job's c10d store; every rank must then use ``tracelint.profile`` with the same schedule.
 
 Without a schedule every step is recorded (torch's default schedule), so nothing is unprofiled: only
 ``"settings"`` is written. torch is imported inside functions only: ``import tracelint`` does not load it.
@@ -114,8 +114,8 @@ def _profile_class():
             if (self._tl_open is None and self.record_steps
                     and self.current_action == ProfilerAction.NONE):
                 self._tl_sync_now()  # entering a block (or still in the one step 0 started): time from here
+                self._tl_waits_call("open")  # before the clock starts: the first call sets the waits up
                 self._tl_open = (self.step_num, time.perf_counter())
-                self._tl_waits_call("open")
 
         def stop(self) -> None:
             self._tl_open = None  # a block still running at the end precedes no trace
@@ -134,8 +134,7 @@ def _profile_class():
             if steps > 0:
                 self._tl_blocks.append({"first_step": first, "steps": steps, "ms": round(ms, 4)})
                 del self._tl_blocks[:-MAX_BLOCKS]
-            # After the block's time is taken: read its collectives and compare them with the other ranks'.
-            self._tl_waits_call("close", first, steps, ms)
+            self._tl_waits_call("close", first, steps, ms)  # after the block's time is taken
 
         def _tl_waits_call(self, what: str, *args: Any) -> None:
             try:
@@ -154,6 +153,9 @@ def _profile_class():
 
         # -- metadata ----------------------------------------------------------------------------------------
         def start_trace(self) -> None:
+            # Every rank gets here at the same step: compare the closed blocks' collectives with the peers' now,
+            # before recording starts (a few steps after the blocks closed, so NCCL has timed them).
+            self._tl_waits_call("settle")
             super().start_trace()
             # Kineto keeps metadata added while a trace is being collected and writes it at the top level of the
             # exported JSON; the NONE blocks before this cycle are all closed by now.
