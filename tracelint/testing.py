@@ -82,14 +82,19 @@ class TraceBuilder:
         return self
 
     def recorded(self, *, with_stack: bool = True, record_shapes: bool = True, profile_memory: bool = True,
-                 unprofiled_step_ms: float | None = None) -> TraceBuilder:
+                 unprofiled_step_ms: float | None = None, distributed: dict | None = None) -> TraceBuilder:
         """The profiler settings torch 2.x writes as top-level keys; ``unprofiled_step_ms``: the record
-        ``tracelint.profile`` adds (the step time measured on the steps it did not record)."""
+        ``tracelint.profile`` adds (the step time measured on the steps it did not record); ``distributed``: its
+        per-rank record under torch.distributed (tracelint/profile/waits.py), e.g. ``{"rank": 0, "world_size": 2,
+        "step_ms": 60.0, "wait_ms": 30.0, "method": "flight_recorder_timing"}``."""
         self.meta.update(with_stack=int(with_stack), record_shapes=int(record_shapes),
                          profile_memory=int(profile_memory))
+        if unprofiled_step_ms is not None or distributed is not None:
+            self.meta["tracelint"] = {"version": 1, "source": "tracelint.profile"}
         if unprofiled_step_ms is not None:
-            self.meta["tracelint"] = {"version": 1, "source": "tracelint.profile",
-                                      "unprofiled": {"steps": 7, "step_ms": unprofiled_step_ms}}
+            self.meta["tracelint"]["unprofiled"] = {"steps": 7, "step_ms": unprofiled_step_ms}
+        if distributed is not None:
+            self.meta["tracelint"]["distributed"] = {"version": 1, "steps": 7, **distributed}
         return self
 
     def truncate(self, fraction: float = 0.6) -> TraceBuilder:

@@ -267,3 +267,30 @@ def test_a_loss_log_softmax_is_not_attention():
             trace.kernel("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>",
                          gpu_us=50, op="aten::_log_softmax")
     assert "TL402" not in _codes(analyze(trace))
+
+
+def _launch_bound(kernel: str, api: str, host_us: float, op: str | None = None, gpu_us: float = 20.0):
+    trace = TraceBuilder().device_properties().recorded()  # with_stack, shapes, memory; no tracelint.profile record
+    for _ in trace.steps(3):
+        for _ in range(600):
+            trace.kernel(kernel, gpu_us=gpu_us, host_us=host_us, api=api, op=op)
+    return analyze(trace)
+
+
+@pytest.mark.parametrize(("ratio", "fires"), [(3.5, True), (6.5, True), (7.3, True), (8.0, False), (15.0, False)])
+def test_tl003_estimate_on_compiled_code(ratio, fires):
+    """Compiled code (Inductor's Triton kernels) recorded with stacks: the profiler slowed its host 3.2-6x in
+    bench/tl003_calibration.py, so a GPU-bound run can read up to 6 / 0.8 = 7.5 times as much host as GPU time per
+    kernel (profiler-risk-max-host-gpu-ratio-compiled); the same ratios on eager code keep the limit of 5."""
+    compiled = _launch_bound("triton_poi_fused_add_0", "cuLaunchKernel", host_us=20.0 * ratio)
+    assert compiled.verdict == "cpu-bound" and M.COMPILED_LAUNCH_PCT.of(compiled.metrics) == 100.0
+    found = [f for f in compiled.findings if f.code == "TL003"]
+    assert bool(found) == fires
+    if found:
+        d = dict(found[0].details)
+        assert d["compiled"] is True and d["host_gpu_ratio"] == pytest.approx(ratio, rel=0.05)
+        assert "compiled code" in found[0].message
+    eager = _launch_bound(TINY, "cudaLaunchKernel", host_us=20.0 * ratio, op="aten::add")
+    assert M.COMPILED_LAUNCH_PCT.of(eager.metrics) is None
+    assert ("TL003" in _codes(eager)) == (ratio < 5)
+    assert all("compiled" not in dict(f.details) for f in eager.findings if f.code == "TL003")

@@ -50,6 +50,13 @@ Definitions:
 - ``unprofiled_step_ms`` (``"step_ms"``) = the total time of the unprofiled blocks / their number of steps. The
   blocks are those completed before the exported cycle started recording (the last 64 at most).
 
+Under ``torch.distributed`` (initialized when the first unprofiled block starts) the same blocks also time each
+collective through c10d's flight recorder, and ``"distributed"`` holds this rank's step time and its wait in
+collectives per unprofiled step (``rank``, ``world_size``, ``step_ms``, ``wait_ms``, ``method``, ...):
+``tracelint/profile/waits.py`` defines it. It asks every process group to time its collectives (NCCL: two CUDA events
+per collective) and, when a cycle starts recording, exchanges one small record per group with the other ranks
+through the job's c10d store; every rank must then use ``tracelint.profile`` with the same schedule.
+
 Without a schedule every step is recorded (torch's default schedule), so nothing is unprofiled: only
 ``"settings"`` is written. torch is imported inside functions only: ``import tracelint`` does not load it.
 """
@@ -97,6 +104,7 @@ def _profile_class():
             self._tl_blocks: list[dict] = []
             self._tl_open: tuple[int, float] | None = None  # (first step, perf_counter) of the running block
             self._tl_sync = _sync_function(torch, self.use_device)
+            self._tl_waits = None  # CollectiveWaits, from the first block that runs under torch.distributed
 
         # -- timing ------------------------------------------------------------------------------------------
         def step(self) -> None:
@@ -106,6 +114,7 @@ def _profile_class():
             if (self._tl_open is None and self.record_steps
                     and self.current_action == ProfilerAction.NONE):
                 self._tl_sync_now()  # entering a block (or still in the one step 0 started): time from here
+                self._tl_waits_call("open")  # before the clock starts: the first call sets the waits up
                 self._tl_open = (self.step_num, time.perf_counter())
 
         def stop(self) -> None:
@@ -125,9 +134,28 @@ def _profile_class():
             if steps > 0:
                 self._tl_blocks.append({"first_step": first, "steps": steps, "ms": round(ms, 4)})
                 del self._tl_blocks[:-MAX_BLOCKS]
+            self._tl_waits_call("close", first, steps, ms)  # after the block's time is taken
+
+        def _tl_waits_call(self, what: str, *args: Any) -> None:
+            try:
+                if self._tl_waits is None and what == "open":
+                    import torch.distributed as dist
+
+                    if dist.is_available() and dist.is_initialized():
+                        from tracelint.profile.waits import CollectiveWaits
+
+                        self._tl_waits = CollectiveWaits(torch, dist)  # opens its first block
+                    return
+                if self._tl_waits is not None:
+                    getattr(self._tl_waits, what)(*args)
+            except Exception as exc:  # noqa: BLE001 - never break the user's run over the waits
+                print(f"tracelint: could not time the collectives: {type(exc).__name__}: {exc}", file=sys.stderr)
 
         # -- metadata ----------------------------------------------------------------------------------------
         def start_trace(self) -> None:
+            # Every rank gets here at the same step: compare the closed blocks' collectives with the peers' now,
+            # before recording starts (a few steps after the blocks closed, so NCCL has timed them).
+            self._tl_waits_call("settle")
             super().start_trace()
             # Kineto keeps metadata added while a trace is being collected and writes it at the top level of the
             # exported JSON; the NONE blocks before this cycle are all closed by now.
@@ -149,6 +177,8 @@ def _profile_class():
                     "sync": self._tl_sync_name,
                     "blocks": list(self._tl_blocks),
                 }
+                if self._tl_waits is not None:
+                    doc["distributed"] = self._tl_waits.record()
             return doc
 
         @property
