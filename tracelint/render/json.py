@@ -46,7 +46,23 @@ decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 an
           "with_flops": bool | null, "with_modules": bool | null,
           "inferred": [str],           # settings read from the events, not from the trace's keys
           "unprofiled_step_ms": float | null, "unprofiled_steps": int | null,  # tracelint.profile's record
-          "source": str | null} | null
+          "source": str | null,
+          "distributed": {             # tracelint.profile under torch.distributed (tracelint/profile/waits.py), or null
+            "rank": int, "world_size": int, "backend": str,
+            "method": str,             # flight_recorder_timing (NCCL durations) | flight_recorder_arrival (CPU
+                                       # backends: arrival times) | both joined by "+"
+            "steps": int,              # the unprofiled steps the figures are the mean of
+            "step_ms": float,          # this rank's mean unprofiled step
+            "wait_ms": float,          # its mean wait per step in collectives and send/recv: own duration minus
+                                       # the group's shortest, summed (groups too), at most the step
+            "wait_ms_lower": float,    # the longest single group's wait (groups' waits can overlap)
+            "comm_ms": float | null,   # its collectives' GPU time per step (null without durations)
+            "collectives_per_step": float | null, "untimed": int, "unmatched": int,
+            "gather_ms": float,        # the once-per-cycle dump and exchange, outside the timed steps
+            "by_kind": {str: {"per_step": float, "comm_ms": float | null, "wait_ms": float | null}},
+            "groups": {str: {"desc": str, "ranks": [int], "per_step": float, "comm_ms": float | null,
+                             "wait_ms": float | null}},
+            "notes": [str]} | null} | null
       }],
       "errors": [{"path": str, "message": str, "line": int | null}],  # inputs that could not be read
       "verify": [{...}]                # `tracelint verify` reports only (absent otherwise): one entry per target,
