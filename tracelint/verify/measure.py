@@ -1,7 +1,8 @@
 """One verification: start the baseline once, then for each variant start its process and alternate single timed
 blocks of the two (stats.py says how and why) until the speedup's interval is tight enough or the budget is
-spent; judge every variant against the baseline blocks it was paired with; and the result as the engine's
-RunResult (what every format of tracelint.render shows). Never imports torch in this process."""
+spent (with ``processes="fresh"``: a new process for every block instead); judge every variant against the
+baseline blocks it was paired with; and the result as the engine's RunResult (what every format of
+tracelint.render shows). Never imports torch in this process."""
 from __future__ import annotations
 
 import importlib.util
@@ -17,10 +18,9 @@ from pathlib import Path
 
 from tracelint.engine import Finding, InputError, RunResult
 from tracelint.engine.display import report_path
-from tracelint.verify.run import RunOutcome, RunSettings, Session
+from tracelint.verify.run import Idle, RunOutcome, RunSettings, Session
 from tracelint.verify.stats import (
     FAILED,
-    LEGEND,
     NO_EFFECT,
     NOT_MEASURED,
     Baseline,
@@ -29,6 +29,7 @@ from tracelint.verify.stats import (
     Verdict,
     baseline_of,
     judge,
+    legend,
     paired_interval,
     percent,
 )
@@ -48,6 +49,8 @@ class Row:
     variant: Variant
     verdict: Verdict
     outcome: RunOutcome | None  # None when it was not run (the baseline failed)
+    # what each side's process group used while it waited for the other side's blocks (run.Idle.to_dict)
+    idle: dict | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,22 +116,27 @@ def _slug(text: str) -> str:
 
 
 class _Side:
-    """One side of the comparisons (the baseline, or one variant): its current Session, restarted when the script
-    runs out of steps after it has given blocks, and the outcomes of the sessions it has finished."""
+    """One side of the comparisons (the baseline, or one variant). Persistent (the default): its current Session,
+    restarted when the script runs out of steps after it has given blocks. Fresh: a new Session for every turn.
+    Keeps the outcomes of the sessions it has finished and what they did while they waited (``waited``)."""
 
     def __init__(self, label: str, code: Path, original: Path, argv: Sequence[str], settings: RunSettings,
                  workdir: Path, precision: str | None) -> None:
         self.label, self.code, self.original, self.argv = label, code, original, list(argv)
         self.settings, self.workdir, self.precision = settings, workdir, precision
+        self.fresh = settings.processes == "fresh"
         self.session: Session | None = None
         self.outcomes: list[RunOutcome] = []
         self.failure: RunOutcome | None = None
         self.restarts = 0
+        self.turns = 0
+        self._waits: list[Idle] = []  # each session's record of its pauses (live objects)
 
-    def start(self) -> bool:
-        folder = self.workdir if not self.restarts else self.workdir.with_name(f"{self.workdir.name}-{self.restarts}")
+    def _open(self, folder: Path, trace: bool) -> bool:
+        """Start a session in ``folder`` and wait for its warm-up; on failure record why and return False."""
         self.session = Session(self.code, self.original, self.argv, self.settings, folder,
-                               precision=self.precision, trace=self.settings.trace)
+                               precision=self.precision, trace=trace)
+        self._waits.append(self.session.idle)
         self.session.start()
         if self.session.ready():
             return True
@@ -136,14 +144,21 @@ class _Side:
         self.outcomes.append(self.failure)
         return False
 
+    def start(self) -> bool:
+        if self.fresh:  # the first turn starts the first process
+            return True
+        folder = self.workdir if not self.restarts else self.workdir.with_name(f"{self.workdir.name}-{self.restarts}")
+        return self._open(folder, self.settings.trace)
+
     def turn(self) -> float | None:
         """The mean step time (ms) of one timed block; None when the run failed (``failure`` says why)."""
+        if self.fresh:
+            return self._fresh_turn()
         blocks = self.session.run(1)
         if blocks:
             return blocks[0]
-        outcome = self.session.finish(trace=False)
+        outcome = self._close(self.session.finish(trace=False))
         if self.session.ended and outcome.ok:  # the script ran out of steps after giving blocks
-            self.outcomes.append(outcome)
             if self.restarts < MAX_RESTARTS:
                 self.restarts += 1
                 return self.turn() if self.start() else None
@@ -151,20 +166,49 @@ class _Side:
                                    "times; give it more steps (or lower --budget/--blocks)")
             return None
         self.failure = outcome
-        self.outcomes.append(outcome)
         return None
 
-    def finish(self) -> RunOutcome:
-        """Stop the current session (profiling it first under --trace); its outcome."""
-        if self.failure is not None:
-            return self.failure
-        outcome = self.session.finish(trace=self.settings.trace)
+    def _fresh_turn(self) -> float | None:
+        """A new process: warm-up, ``fresh_blocks`` blocks, stop; the turn's block is their mean."""
+        self.turns += 1
+        if not self._open(self.workdir.with_name(f"{self.workdir.name}-t{self.turns:03d}"), False):
+            return None
+        blocks = self.session.run(self.settings.fresh_blocks)
+        outcome = self._close(self.session.finish(trace=False))
+        self.session.kill()
+        if not blocks or not outcome.ok:
+            self.failure = outcome if not outcome.ok else replace(outcome, ok=False, reason="no block was timed")
+            return None
+        return sum(blocks) / len(blocks)
+
+    def _close(self, outcome: RunOutcome) -> RunOutcome:
         self.outcomes.append(outcome)
         return outcome
+
+    def finish(self) -> RunOutcome:
+        """Stop the current session (profiling it first under --trace; fresh: one more process for that)."""
+        if self.failure is not None:
+            return self.failure
+        if self.fresh:
+            if not self.settings.trace:
+                return self.outcomes[-1] if self.outcomes else RunOutcome(False, reason="not run")
+            if not self._open(self.workdir.with_name(f"{self.workdir.name}-trace"), True):
+                return self.failure
+        return self._close(self.session.finish(trace=self.settings.trace))
 
     def kill(self) -> None:
         if self.session is not None:
             self.session.kill()
+
+    def waited(self) -> Idle:
+        """What this side's sessions used while they waited, so far."""
+        return Idle(sum(w.cpu_s for w in self._waits), sum(w.wall_s for w in self._waits),
+                    sum(w.pauses for w in self._waits), max((w.stopped for w in self._waits), default=0))
+
+
+def _since(now: Idle, before: Idle) -> dict:
+    return Idle(now.cpu_s - before.cpu_s, now.wall_s - before.wall_s, now.pauses - before.pauses,
+                now.stopped).to_dict()
 
 
 def compare(base: _Side, variant: _Side, settings: RunSettings,
@@ -221,14 +265,14 @@ def measure(original: Path, variants: Sequence[Variant], argv: Sequence[str], se
             rows = tuple(Row(v, Verdict(FAILED, f"not run: the baseline failed ({reason})"), None) for v in variants)
             return tuple(base.outcomes), rows
         say(f"[0/{total}] baseline: warmed up ({time.perf_counter() - started:.1f} s)")
-        results: dict[tuple[str, str | None], tuple[Verdict, RunOutcome | None]] = {}
+        results: dict[tuple[str, str | None], tuple[Verdict, RunOutcome | None, dict | None]] = {}
         rows: list[Row] = []
         for i, variant in enumerate(variants, start=1):
             key = (variant.text, variant.precision)
             if key in results:
                 say(f"[{i}/{total}] {variant.key}: same code as an earlier variant, not run again")
             elif base.failure is not None:
-                results[key] = (Verdict(FAILED, f"not run: the baseline failed ({base.failure.reason})"), None)
+                results[key] = (Verdict(FAILED, f"not run: the baseline failed ({base.failure.reason})"), None, None)
             else:
                 results[key] = _measure_one(base, variant, original, argv, settings, workdir,
                                             f"{i:02d}-{_slug(variant.key)}", baseline_code, f"[{i}/{total}]", say)
@@ -243,7 +287,7 @@ def measure(original: Path, variants: Sequence[Variant], argv: Sequence[str], se
 
 def _measure_one(base: _Side, variant: Variant, original: Path, argv: Sequence[str], settings: RunSettings,
                  workdir: Path, name: str, baseline_code: Path, tag: str,
-                 say: Progress) -> tuple[Verdict, RunOutcome | None]:
+                 say: Progress) -> tuple[Verdict, RunOutcome | None, dict | None]:
     started = time.perf_counter()
     code = baseline_code
     if variant.text != _read(baseline_code):
@@ -256,20 +300,23 @@ def _measure_one(base: _Side, variant: Variant, original: Path, argv: Sequence[s
         if not side.start():
             outcome = side.failure
             say(f"{tag} {variant.key}: failed: {outcome.reason} ({time.perf_counter() - started:.1f} s)")
-            return judge((), outcome, None), outcome
+            return judge((), outcome, None), outcome, None
+        base_waited = base.waited()
         paired_base, paired_variant, stopped = compare(base, side, settings, say)
+        idle = {"baseline": _since(base.waited(), base_waited), "variant": side.waited().to_dict()}
         if stopped == "baseline-failed":
             reason = f"the baseline failed during the comparison ({base.failure.reason})"
             side.finish()
             say(f"{tag} {variant.key}: {reason}")
-            return Verdict(FAILED, reason, Timing(tuple(paired_base)) if paired_base else None), None
+            return Verdict(FAILED, reason, Timing(tuple(paired_base)) if paired_base else None), None, idle
         outcome = side.finish()
         if settings.trace and outcome.trace is not None:
             outcome = replace(outcome, trace=analyze(outcome.trace))
-        loss_finite = _finite(base.session.losses)
-        verdict = judge(paired_base, outcome, loss_finite, fixed_blocks=paired_variant, stopped=stopped)
+        loss_finite = _finite(base.session.losses) if base.session is not None else None
+        verdict = judge(paired_base, outcome, loss_finite, fixed_blocks=paired_variant, stopped=stopped,
+                        min_effect=settings.min_effect)
         say(f"{tag} {variant.key}: {_progress_line(verdict)} ({time.perf_counter() - started:.1f} s)")
-        return verdict, outcome
+        return verdict, outcome, idle
     finally:
         side.kill()
 
@@ -331,7 +378,9 @@ def target_dict(v: Verification) -> dict:
         "timing_claims": s.device == "cuda",
         "settings": {"warmup": s.warmup, "steps": s.steps, "blocks": s.blocks, "timeout_s": s.timeout_s,
                      "budget_s": s.budget_s, "target_pct": round(s.target * 100, 2),
-                     "resume_warmup": s.resume_warmup, "method": "alternating"},
+                     "resume_warmup": s.resume_warmup, "resume_warmup_s": s.resume_warmup_s,
+                     "min_effect_pct": round(s.min_effect * 100, 2), "processes": s.processes, "pause": s.pause,
+                     "method": s.method},
         "baseline": {
             "status": "ok" if baseline else (FAILED if failed else "not-run"),
             "median_ms": _ms(baseline.pooled.median) if baseline else None,
@@ -346,7 +395,7 @@ def target_dict(v: Verification) -> dict:
         "not_measured": [{"rule": u.finding.code, "location": _finding_location(u.finding), "reason": u.reason}
                          for u in v.unmeasured],
         "notes": list(v.notes),
-        "legend": LEGEND,
+        "legend": legend(s.min_effect),
     }
     if s.trace:
         before = doc["baseline"]["trace"] = _trace_dict(v.baseline_trace, bool(v.baseline_runs))
@@ -381,6 +430,8 @@ def verification_dict(v: Verification, row: Row) -> dict:
         "device": v.device, "torch": v.torch, "device_type": s.device,
         "fix": row.variant.title, "safe": row.variant.safe, "precision": row.variant.precision,
         "follow_ups": list(row.variant.follow_ups),
+        "min_effect_pct": round(s.min_effect * 100, 2),
+        "idle": row.idle,
         "reason": verdict.reason or None,
         "stderr_tail": row.outcome.stderr_tail if row.outcome and verdict.status == FAILED else None,
     }
