@@ -7,7 +7,7 @@ baselines side by side and whether they agree (the intervals overlap and the poi
     python bench/verify_calibration.py --out "$OUT"              # GPU only; keeps to --deadline (510 s)
     python bench/verify_calibration.py --out /tmp/cal --smoke    # the same plumbing on a CPU: shrunk copies,
                                                                  # tiny settings, no claims (a few minutes)
-    python bench/verify_calibration.py --summary /tmp/cal        # the table again from calibration.json
+    python bench/verify_calibration.py --summary /tmp/cal [/tmp/cal2]   # the table again (several runs: one)
 
 Writes three files into --out (the device machine returns few files): calibration.md (the table and the method),
 calibration.json (every report and A/B result, and the rows) and calibration.log (each step's command and output
@@ -17,8 +17,9 @@ Time: each class gets a share of what is left of --deadline, in proportion to it
 alternating budget (after its fixed start-up cost) and the A/B's. A class that no longer fits is skipped and said
 so. After the table, if time is left, the cause of the old bias: verify again on the loader-bound and the
 host-bound classes with the method before issue #26 (``--pause workers``: only the DataLoader workers of the
-waiting side stopped, found through /proc/PID/task/TID/children), beside the new one, and the CPU time each
-waiting side used while the other was timed (verify measures it in both methods).
+waiting side stopped, found through /proc/PID/task/TID/children) and with no pause at all (what that method did
+where the kernel has no such file), beside the new one, and the CPU time each waiting side used while the other
+was timed (verify measures it whatever the pause).
 
 Standard library only (tracelint and ab_time run as subprocesses, with this repository on PYTHONPATH).
 """
@@ -108,8 +109,9 @@ ENTRIES = (
           sizes={"BATCH": 16, "DIM": 16, "TOKENS": 251}, literals={"VOCAB = 50257": "VOCAB = 251",
                                                                    "VOCAB = 50304": "VOCAB = 256"}),
 )
-# Classes measured again with the method before issue #26, after the table (time allowing).
-CAUSE = ("item_loader", "losses_append", "pinned")
+# After the table, time allowing, in this order: classes measured again with a weaker pause of the waiting side.
+# "workers" is the method before issue #26; "none" is what it did where /proc/PID/task/TID/children is missing.
+CAUSE = (("item_loader", "workers"), ("losses_append", "workers"), ("item_loader", "none"), ("pinned", "workers"))
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ class Plan:
 
 
 GPU = Plan("cuda", ("--blocks", "4", "--target", "1"), ("--min-rounds", "3", "--max-rounds", "40", "--target", "0.01"),
-           verify_overhead_s=16, ab_overhead_s=5, min_verify_s=6, min_ab_s=8, timeout_s=240)
+           verify_overhead_s=13, ab_overhead_s=5, min_verify_s=6, min_ab_s=8, timeout_s=240)
 SMOKE = Plan("cpu", ("--device", "cpu", "--blocks", "2", "--target", "1", "--resume-warmup", "1"),
              ("--min-rounds", "2", "--max-rounds", "2", "--target", "0.01"),
              verify_overhead_s=0, ab_overhead_s=0, min_verify_s=1, min_ab_s=1, timeout_s=300, max_verify_s=1,
@@ -341,15 +343,17 @@ def table(rows: list[dict]) -> list[str]:
 def cause_lines(cause: list[dict]) -> list[str]:
     if not cause:
         return []
-    lines = ["", "## The method before issue #26, beside the new one", "",
-             "| class | pause | verify (95 % CI) | status | baseline ms / fixed ms | waiting side CPU ms/s "
-             "(base / var) | processes stopped per pause (base / var) |", "|---|---|---|---|---|---|---|"]
+    lines = ["", "## The waiting side paused whole (new), its workers only (before #26), or not at all", "",
+             "| class | pause | verify (95 % CI) | status | baseline / fixed ms | A/B (95 % CI), A / B ms | "
+             "waiting side CPU ms/s (base / var) | processes stopped per pause (base / var) |",
+             "|---|---|---|---|---|---|---|---|"]
     for c in cause:
-        v = c.get("row") or {}
+        v, ab = c.get("row") or {}, c.get("ab") or {}
         idle = v.get("idle") or {}
         stopped = " / ".join(str((idle.get(s) or {}).get("stopped_processes", "—")) for s in ("baseline", "variant"))
         lines.append(f"| {c['class']} | {c['pause']} | {_ci(v)} | {v.get('summary') or v.get('status') or '—'} | "
-                     f"{_ms(v.get('baseline_ms'))} / {_ms(v.get('fixed_ms'))} | {_idle(v)} | {stopped} |")
+                     f"{_ms(v.get('baseline_ms'))} / {_ms(v.get('fixed_ms'))} | {_ci(ab)}, {_ms(ab.get('a_ms'))} / "
+                     f"{_ms(ab.get('b_ms'))} | {_idle(v)} | {stopped} |")
     return lines
 
 
@@ -374,6 +378,16 @@ def summary(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merged(docs: list[dict]) -> dict:
+    """Several runs (on the same kind of card: the table says which cards) as one document."""
+    if len(docs) == 1:
+        return docs[0]
+    env = dict(docs[0].get("env", {}))
+    devices = sorted({str(d.get("env", {}).get("device")) for d in docs})
+    env.update(device=" + ".join(devices), wall_s=" + ".join(str(d.get("env", {}).get("wall_s")) for d in docs))
+    return {"env": env, **{key: [item for d in docs for item in d.get(key, [])] for key in ("rows", "cause", "steps")}}
+
+
 # --- the run ---------------------------------------------------------------------------------------------------------
 
 def environment(smoke: bool, env: dict) -> dict:
@@ -395,24 +409,29 @@ def environment(smoke: bool, env: dict) -> dict:
 
 
 def run_cause(runner: Runner, entries: list[Entry], scripts: Path, plan: Plan, results: dict) -> list[dict]:
-    """verify with the old pause on the loader-bound and host-bound classes, beside the new method's row."""
+    """verify with a weaker pause (CAUSE) beside the new method's row of the same class."""
     out = []
-    chosen = [e for e in entries if e.name in CAUSE]
-    for i, entry in enumerate(chosen):
+    names = {e.name: e for e in entries}
+    chosen = [(names[name], pause) for name, pause in CAUSE if name in names]
+    for i, (entry, pause) in enumerate(chosen):
         left = runner.left()
         need = plan.verify_overhead_s + plan.min_verify_s
+        name = f"cause_{entry.name}_{pause}"
         if left < need:
-            runner.steps.append({"name": f"cause_{entry.name}", "status": "skipped", "rc": None, "wall_s": 0,
+            runner.steps.append({"name": name, "status": "skipped", "rc": None, "wall_s": 0,
                                  "reason": f"skipped: {left:.0f} s left, it needs about {need:.0f} s"})
             continue
         budget = min(plan.max_verify_s, max(plan.min_verify_s, left / (len(chosen) - i) - plan.verify_overhead_s - 5))
-        report = runner.work / f"cause_{entry.name}.json"
-        command = verify_command(scripts / entry.script, entry, plan, budget, report, extra=("--pause", "workers"))
-        step = runner.run(f"cause_{entry.name}", command, cap=plan.timeout_s + budget + 60)
+        report = runner.work / f"{name}.json"
+        command = verify_command(scripts / entry.script, entry, plan, budget, report, extra=("--pause", pause))
+        step = runner.run(name, command, cap=plan.timeout_s + budget + 60)
         old = rows_of({"verify": _load(report), "verify_step": step}, entry)[0]["verify"]
-        new = next((r["verify"] for r in results["rows"] if r["script"] == entry.script), {})
-        out.append({"class": entry.rows[0].label, "pause": "workers (before #26)", "row": old})
-        out.append({"class": entry.rows[0].label, "pause": "group (new)", "row": new})
+        new = next((r for r in results["rows"] if r["script"] == entry.script), {})
+        label = entry.rows[0].label
+        if not any(c["class"] == label and c["pause"].startswith("group") for c in out):
+            out.append({"class": label, "pause": "group (new)", "row": new.get("verify", {}), "ab": new.get("ab")})
+        out.append({"class": label, "pause": {"workers": "workers (before #26)", "none": "none"}[pause],
+                    "row": old, "ab": new.get("ab")})
     return out
 
 
@@ -424,10 +443,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, default=510.0, help="seconds for the whole run")
     parser.add_argument("--only", default=None, help="entries to run, comma-separated (default: all)")
     parser.add_argument("--no-cause", action="store_true", help="skip the old-method runs after the table")
-    parser.add_argument("--summary", default=None, help="only print the table of this folder's calibration.json")
+    parser.add_argument("--summary", nargs="+", default=None,
+                        help="only print the table of these folders' calibration.json (several: one table)")
     args = parser.parse_args(argv)
     if args.summary:
-        print(summary(json.loads((Path(args.summary) / "calibration.json").read_text())))
+        print(summary(merged([json.loads((Path(d) / "calibration.json").read_text()) for d in args.summary])))
         return 0
     started = time.monotonic()
     out = Path(args.out)

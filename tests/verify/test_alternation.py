@@ -213,3 +213,44 @@ def test_fresh_processes_give_every_turn_a_new_process(tmp_path):
     folders = sorted(p.name for p in (tmp_path / "runs").iterdir() if "-t" in p.name)
     assert folders == ["01-TL301_9-t001", "01-TL301_9-t002", "baseline-t001", "baseline-t002"]
     assert "fresh processes" in settings.method
+
+
+def test_the_first_variant_warms_up_beside_the_baseline(tmp_path, monkeypatch):
+    """Both processes start before either is waited for (their warm-ups are untimed): one start-up saved."""
+    import sys
+
+    from tracelint.verify.run import Idle, RunOutcome
+
+    measure_module = sys.modules["tracelint.verify.measure"]
+    log: list[str] = []
+
+    class LoggingSession:
+        def __init__(self, code, original, argv, settings, workdir, **kwargs) -> None:
+            self.name = workdir.name
+            self.blocks, self.losses, self.ended, self.idle = [], [1.0], False, Idle()
+
+        def start(self) -> None:
+            log.append(f"start {self.name}")
+
+        def ready(self) -> bool:
+            log.append(f"ready {self.name}")
+            return True
+
+        def run(self, blocks):
+            return [10.0 if self.name == "baseline" else 8.0]
+
+        def finish(self, trace=None):
+            return RunOutcome(True, (10.0,), (1.0,))
+
+        def kill(self) -> None:
+            pass
+
+    monkeypatch.setattr(measure_module, "Session", LoggingSession)
+    settings = RunSettings(blocks=2, budget_s=0, device="cpu")
+    script = tmp_path / "train.py"
+    script.write_text("x = 1\n")
+    variants = [Variant("a", "a", True, "x = 2\n"), Variant("b", "b", True, "x = 3\n")]
+    _, rows = measure(script, variants, [], settings, tmp_path / "runs")
+    assert log[:4] == ["start baseline", "start 01-a", "ready baseline", "ready 01-a"]
+    assert log[4:] == ["start 02-b", "ready 02-b"]  # a later variant starts when the baseline waits, alone
+    assert [row.verdict.status for row in rows] == ["confirmed", "confirmed"]

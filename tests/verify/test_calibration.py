@@ -149,7 +149,7 @@ def test_the_table_shows_both_estimates_the_baselines_and_the_waiting_side():
     assert "1 of 1 classes agree" in text
     line = next(line for line in text.splitlines() if line.startswith("| TL101"))
     assert "1.000× (0.990–1.010)" in line and "10.00 / 14.00" in line and "0 / 0" in line and "| yes" in line
-    assert "## The method before issue #26" in text and "| 5 / — |" in text
+    assert "## The waiting side paused whole (new), its workers only (before #26)" in text and "| 5 / — |" in text
 
 
 def test_ab_time_runs_fresh_processes_in_abba_order(tmp_path):

@@ -175,6 +175,9 @@ class Clock:
             self.turn_left = self.blocks
             self._start_timing()
         else:
+            # Nothing of this process may still run on the device while the other side is timed: the warm-up's
+            # queued kernels would share the GPU with the other side's first block. (Every block ends synchronized.)
+            self.sync()
             self.control.send({"event": "ready", "ticks": self.ticks})
             self._await_command()
 
