@@ -261,9 +261,11 @@ class Session:
             if _signal_group(self.proc.pid, signal.SIGSTOP):
                 self._stopped = [self.proc.pid]
                 self.idle.stopped = max(self.idle.stopped, len(members))
+                _wait_stopped(members)
         elif mode == "workers":
             self._stopped = [pid for pid in _descendants(self.proc.pid) if _signal(pid, signal.SIGSTOP)]
             self.idle.stopped = max(self.idle.stopped, len(self._stopped))
+            _wait_stopped(self._stopped)
         self._paused_at = (time.perf_counter(), _group_cpu_s(self.proc.pid))
         self.frozen = True
 
@@ -394,6 +396,26 @@ def _threads_cpu_s(pid: str, fallback: float) -> float:
     except (OSError, ValueError, IndexError):
         return fallback
     return total / 1e9
+
+
+def _wait_stopped(pids: list[int], timeout: float = 0.2) -> None:
+    """Wait until every process in ``pids`` has stopped (SIGSTOP arrives asynchronously): the other side's turn
+    must not begin while this one still runs, and the CPU it uses from here on is what it uses while waiting."""
+    deadline = time.monotonic() + timeout
+    todo = list(pids)
+    while todo and time.monotonic() < deadline:
+        todo = [pid for pid in todo if _state(pid) not in ("T", "t", "Z", "X", "")]
+        if todo:
+            time.sleep(0.001)
+
+
+def _state(pid: int) -> str:
+    """A process's scheduler state (R, S, T, ...); "" when it is gone or /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def _group_pids(pgid: int) -> list[int]:
