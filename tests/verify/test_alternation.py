@@ -139,7 +139,7 @@ def test_a_script_that_runs_out_of_steps_mid_comparison_is_started_again(tmp_pat
     fixed = FINITE.replace("set_to_none=False", "set_to_none=True")
     # 20 steps: warm-up 2, then 4 turns of 1 + 3 steps; the sixth round needs a second process (a third, a fourth).
     runs, (row,) = measure(script, [Variant("TL301:9", "fix", True, fixed)], ["20"], settings, tmp_path / "runs")
-    assert row.verdict.status in ("confirmed", "no-effect", "slower"), row.verdict.reason
+    assert row.verdict.status in ("confirmed", "small", "no-effect", "slower"), row.verdict.reason
     assert row.verdict.interval.rounds >= 6
     assert len(runs) >= 2 and all(run.ok for run in runs)  # the baseline's processes, each with its blocks
     assert sum(len(run.block_ms) for run in runs) == row.verdict.interval.rounds
