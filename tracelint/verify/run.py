@@ -370,13 +370,7 @@ def _group_stats(pgid: int) -> list[tuple[int, float]]:
     except OSError:
         return found
     for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
+        fields = _stat(name) if name.isdigit() else []
         # after the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
         if len(fields) > 12 and fields[2] == str(pgid):
             ticks = (int(fields[11]) + int(fields[12])) / _TICK
@@ -384,10 +378,19 @@ def _group_stats(pgid: int) -> list[tuple[int, float]]:
     return found
 
 
+def _stat(pid: int | str) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state first); empty when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
 def _threads_cpu_s(pid: str, fallback: float) -> float:
-    """The CPU time of a process's threads in nanoseconds (/proc/PID/task/TID/schedstat), where the kernel gives
-    it: utime + stime come in clock ticks (10 ms), and a pause of a group of seven processes would read up to
-    70 ms of CPU it never used."""
+    """The CPU seconds of a process's threads, counted in nanoseconds (/proc/PID/task/TID/schedstat) where the
+    kernel gives them: utime + stime come in clock ticks (10 ms), and a pause of a group of seven processes would
+    read up to 70 ms of CPU it never used."""
     total = 0
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):
@@ -404,18 +407,9 @@ def _wait_stopped(pids: list[int], timeout: float = 0.2) -> None:
     deadline = time.monotonic() + timeout
     todo = list(pids)
     while todo and time.monotonic() < deadline:
-        todo = [pid for pid in todo if _state(pid) not in ("T", "t", "Z", "X", "")]
+        todo = [pid for pid in todo if (_stat(pid) or ["X"])[0] not in ("T", "t", "Z", "X")]
         if todo:
             time.sleep(0.001)
-
-
-def _state(pid: int) -> str:
-    """A process's scheduler state (R, S, T, ...); "" when it is gone or /proc cannot tell."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
 
 
 def _group_pids(pgid: int) -> list[int]:
