@@ -122,4 +122,4 @@ def test_the_command_passes_min_effect_select_and_the_method(monkeypatch):
     assert (s.min_effect, s.processes, s.pause, s.resume_warmup) == (0.05, "fresh", "workers", 4)
     assert seen["select"] == ["TL101", "TL2"]
     bad = CliRunner().invoke(verify_cmd, [str(SCRIPTS / "one_fix.py"), "--select", "TL9"])
-    assert bad.exit_code == 2 and "no such rule" in bad.output
+    assert bad.exit_code == 2 and "matches no rule" in bad.output

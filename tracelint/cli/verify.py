@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracelint.cli import emit, format_option, output_option, progress_enabled
+from tracelint.cli import emit, format_option, output_option, progress_enabled, split_codes
 from tracelint.engine.result import EXIT_CLEAN, EXIT_ERROR
 
 
@@ -31,20 +31,6 @@ def _precision(value: str) -> list[str] | None:
     if bad:
         raise click.UsageError(f"--precision {value!r}: expected auto, none, tf32, bf16 or tf32,bf16")
     return modes
-
-
-def _codes(value: str | None) -> list[str] | None:
-    """--select's rule codes or prefixes, each checked against the catalog (a typo must not measure nothing)."""
-    if not value:
-        return None
-    from tracelint.engine import catalog
-
-    known = list(catalog())
-    codes = [c.strip().upper() for c in value.split(",") if c.strip()]
-    bad = [c for c in codes if not any(k.startswith(c) for k in known)]
-    if bad:
-        raise click.UsageError(f"--select {', '.join(bad)}: no such rule; `tracelint rules` lists them")
-    return codes
 
 
 @click.command("verify", context_settings={"help_option_names": ["-h", "--help"]})
@@ -123,7 +109,7 @@ def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, bud
         raise click.UsageError("--select and --against need a SCRIPT")
     if select and against:
         raise click.UsageError("--against measures the file given, all of it: no --select with it")
-    codes = _codes(select)
+    codes = list(split_codes((select,), "--select")) if select else None  # a typo must not measure nothing
     settings = RunSettings(warmup=warmup, steps=steps, blocks=blocks, device=device, timeout_s=timeout_s,
                            trace=trace, budget_s=budget_s, target=target_pct / 100, min_effect=min_effect_pct / 100,
                            processes=processes, pause=pause, resume_warmup=resume_warmup)
