@@ -16,8 +16,8 @@ from tracelint.verify.variants import Variant
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 # CPU timings are no claims: these settings only exercise the harness (few steps, a generous timeout for a
-# loaded 2-core machine importing torch).
-CPU = RunSettings(warmup=2, steps=3, blocks=3, device="cpu", timeout_s=120, budget_s=3)
+# loaded 2-core machine importing torch; no time-based re-warm, so that step counts are exact).
+CPU = RunSettings(warmup=2, steps=3, blocks=3, device="cpu", timeout_s=120, budget_s=3, resume_warmup_s=0)
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Baseline and variant alternate single blocks (B V, V B, ...) until the interval is tight or the budget is spent;
-the side that waits is frozen with its DataLoader workers; a script that runs out of steps is started again."""
+the side that waits is paused with its whole process group; a script that runs out of steps is started again;
+with fresh processes every turn is a new process."""
 from __future__ import annotations
 
 import os
@@ -64,34 +65,54 @@ def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
-def _settled_states(pid: int) -> tuple[str, list[str]]:
-    """The state of the harness and those of its children, once a SIGSTOP sent to them has arrived."""
+def _settled_states(pid: int, want: set[str]) -> tuple[str, list[str]]:
+    """The state of the harness and those of its children, once a signal sent to them has arrived."""
     from tracelint.verify.run import _descendants
 
     deadline = time.monotonic() + 5
     while True:
-        children = [_state(child) for child in _descendants(pid)]
-        if set(children) == {"T"} or time.monotonic() > deadline:
-            return _state(pid), children
+        harness, children = _state(pid), [_state(child) for child in _descendants(pid)]
+        if {harness, *children} <= want or time.monotonic() > deadline:
+            return harness, children
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
-def test_a_waiting_sessions_workers_are_frozen_and_resume(tmp_path):
+def test_a_waiting_session_is_paused_whole_and_resumes(tmp_path):
+    """The default pause stops the harness's whole process group: the harness (and with it its threads: a
+    pin-memory thread, CUDA's) and its DataLoader worker; SIGCONT resumes them for the next turn."""
     script = SCRIPTS / "train_cpu.py"  # a DataLoader with one worker process
     session = Session(script, script, [], CPU, tmp_path)
     session.start()
     try:
         assert session.ready(), session.finish().reason
-        harness, workers = _settled_states(session.proc.pid)
-        # the worker is stopped; the harness is not (it waits in a read: a stopped OpenMP team would stall later)
-        assert workers == ["T"] and harness == "S"
+        assert _settled_states(session.proc.pid, {"T"}) == ("T", ["T"])
         assert session.run(2) is not None and len(session.blocks) == 2
-        assert _settled_states(session.proc.pid) == ("S", ["T"])
+        assert _settled_states(session.proc.pid, {"T"}) == ("T", ["T"])
+        idle = session.idle
+        assert idle.pauses == 1 and idle.wall_s > 0 and idle.stopped == 2  # the harness and its worker
         outcome = session.finish()
     finally:
         session.kill()
     assert outcome.ok and len(outcome.block_ms) == 2 and session.proc.poll() is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_the_old_pause_stopped_only_the_workers(tmp_path):
+    """pause="workers", the method before issue #26: the workers found through /proc/.../children stop, the
+    harness runs on (and on a kernel without that file, nothing stops)."""
+    from dataclasses import replace
+
+    script = SCRIPTS / "train_cpu.py"
+    session = Session(script, script, [], replace(CPU, pause="workers"), tmp_path)
+    session.start()
+    try:
+        assert session.ready(), session.finish().reason
+        assert _settled_states(session.proc.pid, {"S", "T"}) == ("S", ["T"])
+        assert session.idle.stopped == 1
+    finally:
+        session.kill()
 
 
 FINITE = """\
@@ -113,11 +134,12 @@ for step in range(int(sys.argv[1])):
 def test_a_script_that_runs_out_of_steps_mid_comparison_is_started_again(tmp_path):
     script = tmp_path / "finite.py"
     script.write_text(textwrap.dedent(FINITE))
-    settings = RunSettings(warmup=2, steps=3, blocks=6, device="cpu", timeout_s=120, budget_s=1, resume_warmup=1)
+    settings = RunSettings(warmup=2, steps=3, blocks=6, device="cpu", timeout_s=120, budget_s=1, resume_warmup=1,
+                           resume_warmup_s=0)
     fixed = FINITE.replace("set_to_none=False", "set_to_none=True")
     # 20 steps: warm-up 2, then 4 turns of 1 + 3 steps; the sixth round needs a second process (a third, a fourth).
     runs, (row,) = measure(script, [Variant("TL301:9", "fix", True, fixed)], ["20"], settings, tmp_path / "runs")
-    assert row.verdict.status in ("confirmed", "no-effect", "slower"), row.verdict.reason
+    assert row.verdict.status in ("confirmed", "small", "no-effect", "slower"), row.verdict.reason
     assert row.verdict.interval.rounds >= 6
     assert len(runs) >= 2 and all(run.ok for run in runs)  # the baseline's processes, each with its blocks
     assert sum(len(run.block_ms) for run in runs) == row.verdict.interval.rounds
@@ -138,7 +160,7 @@ def test_side_restarts_are_bounded(tmp_path, monkeypatch):
     """A script that ends after every turn is started again at most MAX_RESTARTS times."""
     import sys
 
-    from tracelint.verify.run import RunOutcome
+    from tracelint.verify.run import Idle, RunOutcome
 
     measure_module = sys.modules["tracelint.verify.measure"]
 
@@ -147,7 +169,7 @@ def test_side_restarts_are_bounded(tmp_path, monkeypatch):
     class EndingSession:
         def __init__(self, *args, **kwargs) -> None:
             started.append(1)
-            self.blocks, self.losses, self.ended = [], [], False
+            self.blocks, self.losses, self.ended, self.idle = [], [], False, Idle()
 
         def start(self) -> None:
             pass
@@ -171,3 +193,64 @@ def test_side_restarts_are_bounded(tmp_path, monkeypatch):
     assert len(started) == 1 + measure_module.MAX_RESTARTS and side.failure is not None
     assert os.path.basename(side.workdir) == tmp_path.name
 
+
+
+@pytest.mark.slow
+def test_fresh_processes_give_every_turn_a_new_process(tmp_path):
+    """processes="fresh": each block of each side comes from its own process (warm-up, then the mean of
+    fresh_blocks blocks), in the order B V, V B, ...; the report names the method."""
+    from dataclasses import replace
+
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(FINITE))
+    fixed = FINITE.replace("set_to_none=False", "set_to_none=True")
+    settings = replace(CPU, processes="fresh", fresh_blocks=2, blocks=2, budget_s=0, resume_warmup=1)
+    runs, (row,) = measure(script, [Variant("TL301:9", "fix", True, fixed)], ["1000000"], settings,
+                           tmp_path / "runs")
+    assert row.verdict.status in ("confirmed", "small", "no-effect", "slower"), row.verdict.reason
+    assert row.verdict.interval.rounds == 2
+    assert len(runs) == 2 and all(run.ok and len(run.block_ms) == 2 for run in runs)  # one process per turn
+    folders = sorted(p.name for p in (tmp_path / "runs").iterdir() if "-t" in p.name)
+    assert folders == ["01-TL301_9-t001", "01-TL301_9-t002", "baseline-t001", "baseline-t002"]
+    assert "fresh processes" in settings.method
+
+
+def test_the_first_variant_warms_up_beside_the_baseline(tmp_path, monkeypatch):
+    """Both processes start before either is waited for (their warm-ups are untimed): one start-up saved."""
+    import sys
+
+    from tracelint.verify.run import Idle, RunOutcome
+
+    measure_module = sys.modules["tracelint.verify.measure"]
+    log: list[str] = []
+
+    class LoggingSession:
+        def __init__(self, code, original, argv, settings, workdir, **kwargs) -> None:
+            self.name = workdir.name
+            self.blocks, self.losses, self.ended, self.idle = [], [1.0], False, Idle()
+
+        def start(self) -> None:
+            log.append(f"start {self.name}")
+
+        def ready(self) -> bool:
+            log.append(f"ready {self.name}")
+            return True
+
+        def run(self, blocks):
+            return [10.0 if self.name == "baseline" else 8.0]
+
+        def finish(self, trace=None):
+            return RunOutcome(True, (10.0,), (1.0,))
+
+        def kill(self) -> None:
+            pass
+
+    monkeypatch.setattr(measure_module, "Session", LoggingSession)
+    settings = RunSettings(blocks=2, budget_s=0, device="cpu")
+    script = tmp_path / "train.py"
+    script.write_text("x = 1\n")
+    variants = [Variant("a", "a", True, "x = 2\n"), Variant("b", "b", True, "x = 3\n")]
+    _, rows = measure(script, variants, [], settings, tmp_path / "runs")
+    assert log[:4] == ["start baseline", "start 01-a", "ready baseline", "ready 01-a"]
+    assert log[4:] == ["start 02-b", "ready 02-b"]  # a later variant starts when the baseline waits, alone
+    assert [row.verdict.status for row in rows] == ["confirmed", "confirmed"]

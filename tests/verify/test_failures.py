@@ -6,7 +6,7 @@ import pytest
 from tests.verify.conftest import CPU, SCRIPTS
 from tracelint.engine.stats import t975
 from tracelint.verify.run import RunOutcome, RunSettings, run_once
-from tracelint.verify.stats import CONFIRMED, FAILED, NO_EFFECT, SLOWER, judge, paired_interval, percent
+from tracelint.verify.stats import CONFIRMED, FAILED, NO_EFFECT, SLOWER, SMALL, judge, paired_interval, percent
 from tracelint.verify.variants import plan
 
 BASELINE = (10.0, 10.2, 10.1)  # the baseline blocks a variant's blocks are paired with, round for round
@@ -69,8 +69,8 @@ def test_status_follows_the_interval_of_the_paired_ratios():
     assert wide.status == NO_EFFECT and wide.interval.low < 1 < wide.interval.high
     # The same gain, measured consistently, is confirmed.
     assert judge(BASELINE, ok(9.6, 9.7, 9.65), True).status == CONFIRMED
-    # A consistent gain below 1 % is not worth a claim.
-    assert judge((10.0,) * 5, ok(9.95, 9.96, 9.95, 9.96, 9.95), True).status == NO_EFFECT
+    # A consistent gain below the minimum effect (2 %) is not worth a claim: small (tests/verify/test_decision.py).
+    assert judge((10.0,) * 5, ok(9.95, 9.96, 9.95, 9.96, 9.95), True).status == SMALL
     assert judge(BASELINE, RunOutcome(True, (5.0, 5.0, 5.0), (float("inf"),)), True).status == FAILED
     assert judge(BASELINE, RunOutcome(True, (5.0, 5.0, 5.0), (float("inf"),)), False).status == CONFIRMED
     assert judge(BASELINE, ok(5.0), True).status == FAILED  # one round: no interval

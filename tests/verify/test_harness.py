@@ -45,6 +45,38 @@ def test_clock_syncs_only_at_block_boundaries_and_stops_after_the_last_block():
     assert len(result["block_ms"]) == 2 and all(ms >= 0 for ms in result["block_ms"])
 
 
+class FakeControl:
+    """The parent's commands, scripted; the events the clock sends, kept."""
+
+    def __init__(self, commands: list[dict]) -> None:
+        self.commands, self.events = list(commands), []
+
+    def send(self, message: dict) -> None:
+        self.events.append(message)
+
+    def receive(self) -> dict:
+        return self.commands.pop(0) if self.commands else {"cmd": "stop"}
+
+
+def test_a_turn_re_warms_for_its_steps_and_its_seconds_before_the_block():
+    import time
+
+    control = FakeControl([{"cmd": "run", "blocks": 1}, {"cmd": "run", "blocks": 1}])
+    syncs: list[int] = []
+    clock = Clock(warmup=1, steps=2, blocks=2, sync=lambda: syncs.append(clock.ticks), write=lambda r: None,
+                  control=control, resume_warmup=1, resume_warmup_s=0.05)
+    opt = object()
+    with pytest.raises(StopRun):
+        for _ in range(100):
+            time.sleep(0.01)
+            clock.optimizer_step(opt)
+    # the warm-up ends synchronized (nothing left on the device while the other side is timed); each turn: one
+    # re-warm step is not enough, the re-warm goes on for 0.05 s (about 5 steps of 10 ms)
+    ready, first_start, first_end, second_start = syncs[:4]
+    assert ready == 1 and first_start - ready >= 4 and second_start - first_end >= 4
+    assert [e["event"] for e in control.events] == ["ready", "blocks", "blocks"]
+
+
 def test_clock_counts_only_the_first_optimizer():
     clock, events, _ = make_clock(warmup=1, steps=5, blocks=2)
     generator, discriminator = object(), object()
@@ -81,7 +113,7 @@ def test_clock_stops_a_diverged_run_at_the_next_block_boundary():
 @pytest.mark.slow
 def test_a_script_that_would_run_forever_stops_after_warmup_and_the_blocks(tmp_path):
     script = SCRIPTS / "one_fix.py"
-    settings = RunSettings(warmup=3, steps=4, blocks=3, device="cpu", timeout_s=120)
+    settings = RunSettings(warmup=3, steps=4, blocks=3, device="cpu", timeout_s=120, resume_warmup_s=0)
     outcome = run_once(script, script, [], settings, tmp_path)
     assert outcome.ok, outcome.reason + outcome.stderr_tail
     assert len(outcome.block_ms) == 3 and all(ms > 0 for ms in outcome.block_ms)

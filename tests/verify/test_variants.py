@@ -66,3 +66,35 @@ def test_precision_variants_only_when_matmul_bound_and_no_precision_chosen():
     assert precision_modes(fp32 + "torch.backends.cuda.matmul.allow_tf32 = True\n") == ["bf16"]
     assert precision_modes(fp32 + "with torch.autocast('cuda', dtype=torch.bfloat16):\n    pass\n") == []
     assert precision_modes("import torch\nx = torch.ones(3).sum()\n") == []
+
+
+def test_select_keeps_the_findings_of_the_rules_named_and_their_follow_ups(tmp_path):
+    script = SCRIPTS / "train_cpu.py"
+    planned = plan(script, tmp_path, precision=[], select=["tl3"])
+    assert [v.key.split(":")[0] for v in planned.variants] == ["TL301"]  # no "all" for one variant
+    assert {f.code for f in planned.findings} == {"TL301"}
+    both = plan(script, tmp_path / "two", precision=[], select=["TL301", "TL202"])
+    keys = [v.key.split(":")[0] for v in both.variants]
+    assert sorted(keys) == ["TL202", "TL301", "all"]
+    together = next(v for v in both.variants if v.key == "all")
+    assert "running += loss.item()" in together.text  # TL101 not selected: not in "all fixes" either
+
+
+def test_against_measures_a_hand_written_fix_as_one_variant(tmp_path, monkeypatch):
+    import tracelint.verify as verify
+
+    seen = {}
+
+    def fake_measure(original, variants, argv, settings, workdir, **kwargs):
+        seen.update(original=original, variants=variants)
+        return (), ()
+
+    monkeypatch.setattr(verify, "measure", fake_measure)
+    monkeypatch.setattr(verify, "probe", lambda device: ("CPU", "2.x"))
+    fixed = tmp_path / "fixed.py"
+    fixed.write_text("print('fixed')\n")
+    result = verify.verify_against(SCRIPTS / "one_fix.py", fixed)
+    (variant,) = seen["variants"]
+    assert seen["original"] == (SCRIPTS / "one_fix.py").resolve()
+    assert variant.key == "against" and variant.text == "print('fixed')\n" and "fixed.py" in variant.title
+    assert result.target.endswith("one_fix.py") and result.device == "CPU"

@@ -120,7 +120,7 @@ _SOURCE = (
 _PATHS = click.argument("paths", nargs=-1, type=click.Path(allow_dash=True), required=True)
 
 
-def _split(values: tuple[str, ...], option: str) -> tuple[str, ...]:
+def split_codes(values: tuple[str, ...], option: str) -> tuple[str, ...]:
     """Comma lists of codes, upper-cased; a code that matches no rule is a usage error (exit 2)."""
     try:
         return selectors([p for v in values for p in v.split(",") if p.strip()], option)
@@ -139,9 +139,9 @@ def _overrides(config: Config, select, ignore, fail_on, thresholds, exclude=None
     if exclude:
         changes["exclude"] = config.exclude + exclude
     if select:
-        changes["select"] = _split(select, "--select")
+        changes["select"] = split_codes(select, "--select")
     if ignore:
-        changes["ignore"] = config.ignore + _split(ignore, "--ignore")
+        changes["ignore"] = config.ignore + split_codes(ignore, "--ignore")
     if fail_on:
         changes["fail_on"] = Severity.parse(fail_on)
     if thresholds:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracelint.cli import emit, format_option, output_option, progress_enabled
+from tracelint.cli import emit, format_option, output_option, progress_enabled, split_codes
 from tracelint.engine.result import EXIT_CLEAN, EXIT_ERROR
 
 
@@ -47,6 +47,21 @@ def _precision(value: str) -> list[str] | None:
                    "within --target, or this is spent.")
 @click.option("--target", "target_pct", type=click.FloatRange(0.1, 50), default=3, show_default=True,
               help="Stop a variant's rounds once the 95% interval is within ±this many percent.")
+@click.option("--min-effect", "min_effect_pct", type=click.FloatRange(0, 50), default=2, show_default=True,
+              help="The smallest speedup worth a claim, in percent: confirmed only when the interval's lower bound "
+                   "clears it; below it, small (the interval excludes 1) or no-effect (it holds 1).")
+@click.option("--select", "select", default=None,
+              help="Measure only the findings of these rules (codes or prefixes, comma-separated: TL101,TL2).")
+@click.option("--against", "against", type=click.Path(dir_okay=False), default=None,
+              help="Measure this file, a fix of SCRIPT written by hand, against SCRIPT (run as if it were SCRIPT).")
+@click.option("--processes", type=click.Choice(["persistent", "fresh"]), default="persistent", show_default=True,
+              help="persistent: one process per side, the waiting one paused between blocks; fresh: a new process "
+                   "for every block (slower: each pays its start-up and warm-up).")
+@click.option("--pause", type=click.Choice(["group", "workers", "none"]), default="group", show_default=True,
+              help="How the waiting side is kept quiet (persistent processes): group stops its whole process group "
+                   "(harness, threads, DataLoader workers); workers and none are the weaker methods, for calibration.")
+@click.option("--resume-warmup", "resume_warmup", type=click.IntRange(0), default=2, show_default=True,
+              help="Untimed steps a side runs after each pause before its block (at least 0.05 s of them).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=300, show_default=True,
               help="Wall-clock limit of a run's start-up (to its first timed block) and of each block, in seconds.")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
@@ -61,27 +76,43 @@ def _precision(value: str) -> list[str] | None:
 @click.option("--keep", type=click.Path(file_okay=False), default=None,
               help="Keep the patched copies and the run logs in this folder.")
 @click.option("--progress/--no-progress", default=None, help="One line per run on stderr (default: on a terminal).")
-def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, budget_s, target_pct, timeout_s, device,
-               precision, trace, fmt, output, keep, progress) -> None:
+def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, budget_s, target_pct, min_effect_pct,
+               select, against, processes, pause, resume_warmup, timeout_s, device, precision, trace, fmt, output, keep,
+               progress) -> None:
     """Measure the fixes: run SCRIPT as written and with each proposed fix applied (or, for a sync finding without
     a fix, a device-side rewrite of it), on the GPU, alternating blocks of the two, and report the speedup of each
-    with its 95% interval (confirmed, no-effect, slower, failed or not-measured). Arguments after `--` go to the
-    script.
+    with its 95% interval (confirmed, small, no-effect, slower, failed or not-measured). Arguments after `--` go
+    to the script.
 
     \b
     tracelint verify train.py -- --epochs 1     the findings of train.py, measured
     tracelint verify --rule TL101               the rule's catalog example pair as a micro-benchmark
     tracelint verify --all-rules                every rule with a runnable example pair
+    tracelint verify train.py --select TL101    only the TL101 findings
+    tracelint verify train.py --against fixed.py    a fix written by hand
 
     The script runs in a subprocess from its own folder; the patched copies live in a temporary folder (your files
     are never written). Each run is stopped once its comparison is done.
     """
-    from tracelint.verify import EnvironmentProblem, RunSettings, run_result, verify_rules, verify_script
+    from tracelint.verify import (
+        EnvironmentProblem,
+        RunSettings,
+        run_result,
+        verify_against,
+        verify_rules,
+        verify_script,
+    )
 
     if bool(script) == bool(rules or all_rules):
         raise click.UsageError("give a SCRIPT, or --rule CODE / --all-rules (not both)")
+    if (select or against) and not script:
+        raise click.UsageError("--select and --against need a SCRIPT")
+    if select and against:
+        raise click.UsageError("--against measures the file given, all of it: no --select with it")
+    codes = list(split_codes((select,), "--select")) if select else None  # a typo must not measure nothing
     settings = RunSettings(warmup=warmup, steps=steps, blocks=blocks, device=device, timeout_s=timeout_s,
-                           trace=trace, budget_s=budget_s, target=target_pct / 100)
+                           trace=trace, budget_s=budget_s, target=target_pct / 100, min_effect=min_effect_pct / 100,
+                           processes=processes, pause=pause, resume_warmup=resume_warmup)
     say = _progress(progress)
     keep_dir = Path(keep) if keep else None
     try:
@@ -91,8 +122,14 @@ def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, bud
                 raise click.UsageError(f"{script}: no such file")
             if path.suffix != ".py":
                 raise click.UsageError(f"{script}: not a Python script (.py)")
-            verifications = [verify_script(path, script_args, settings, precision=_precision(precision),
-                                           keep=keep_dir, progress=say)]
+            if against:
+                fixed = Path(against)
+                if not fixed.is_file():
+                    raise click.UsageError(f"{against}: no such file")
+                verifications = [verify_against(path, fixed, script_args, settings, keep=keep_dir, progress=say)]
+            else:
+                verifications = [verify_script(path, script_args, settings, precision=_precision(precision),
+                                               keep=keep_dir, progress=say, select=codes)]
         else:
             codes = None if all_rules else [c.strip() for r in rules for c in r.split(",") if c.strip()]
             verifications = verify_rules(codes, settings, keep=keep_dir, progress=say)

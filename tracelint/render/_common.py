@@ -100,7 +100,8 @@ def anchored_message(finding: Finding, where: str) -> str:
 def measured_message(finding: Finding, where: str) -> str:
     """The anchored message, plus what ``tracelint verify`` measured for the finding when it carries a
     ``verification`` detail: '...; verify: confirmed, 1.43× (CI 1.40–1.46; 10.10 → 7.05 ms/step)', '...; verify:
-    no effect larger than ±2.0% (...)' or '...; verify: failed (why)'."""
+    small, 1.01× (CI 1.00–1.02; ...)', '...; verify: no effect larger than ±2.0% (...)' or '...; verify: failed
+    (why)'."""
     message = anchored_message(finding, where)
     measured = dict(finding.details).get("verification")
     if not isinstance(measured, dict):

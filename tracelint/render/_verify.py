@@ -20,6 +20,8 @@ def verify_block(target: dict) -> str:
              f"each variant alternate blocks of {s['steps']} steps",
              f"(one device synchronize per block), at least {s['blocks']} rounds, until the 95% interval is within "
              f"±{s.get('target_pct', 3):g}% or {s.get('budget_s', 0):g} s are spent"]
+    if s.get("method"):
+        lines.append(f"method: {s['method']}; minimum effect {s.get('min_effect_pct', 2):g}%")
     if not target["timing_claims"]:
         lines.append("note: timings on the CPU are not claims about a GPU (--device cpu is for testing the harness)")
     if baseline["status"] == "ok":
@@ -59,6 +61,10 @@ def verify_block(target: dict) -> str:
     for entry in skipped:
         lines.append(f"  {entry['location'] or entry['rule']} {entry['rule']} not measured: {entry['reason']}")
     for entry in variants:
+        waited = _waited(entry["verification"].get("idle"))
+        if waited:
+            lines.append(f"  {entry['key']}: {waited}")
+    for entry in variants:
         m = entry["verification"]
         if m["stderr_tail"] is not None:  # a run that failed (a variant not run for a failed baseline has none)
             lines += ["", f"{entry['key']} failed: {m['reason']}", *_indented(m["stderr_tail"])]
@@ -79,6 +85,17 @@ def _rounds_cell(m: dict) -> str:
     if not m.get("rounds"):
         return "—"
     return f"{m['rounds']} ({m['stopped']})" if m.get("stopped") else str(m["rounds"])
+
+
+def _waited(idle: dict | None) -> str:
+    """What each side's process group used while it waited for the other side's blocks (CPU ms per second)."""
+    if not idle or not idle.get("baseline") or not idle.get("variant"):
+        return ""
+    rates = [idle[side].get("cpu_ms_per_s") for side in ("baseline", "variant")]
+    if any(r is None for r in rates):
+        return ""
+    return (f"while waiting for the other side's block, the baseline used {rates[0]:.1f} ms of CPU per second, "
+            f"the variant {rates[1]:.1f}")
 
 
 def _status_cell(m: dict) -> str:

@@ -2,7 +2,8 @@
 
 ``verify_script(path)`` lints one script, builds its variants (variants.py), runs the original and each variant in
 its own subprocess under the timing harness (harness.py, run.py) and judges each against the original (stats.py).
-``verify_rules(codes)`` does the same for the rule catalog's bad/good example pairs (pairs.py). ``run_result``
+``verify_rules(codes)`` does the same for the rule catalog's bad/good example pairs (pairs.py), and
+``verify_against(path, fixed)`` for a script and its fix written by hand. ``run_result``
 turns their Verifications into the engine's RunResult, which every format of ``tracelint.render`` shows. The
 user's files are never written: patched copies live in a temporary folder. Only these functions run user code,
 and only the harness subprocess imports torch.
@@ -24,8 +25,8 @@ from tracelint.verify.variants import Unmeasured, Variant, plan
 DEFAULT_SETTINGS = RunSettings()  # frozen: one shared default is safe
 
 __all__ = [
-    "EnvironmentProblem", "Row", "RunSettings", "Unmeasured", "Verification", "run_result", "verify_rules",
-    "verify_script",
+    "EnvironmentProblem", "Row", "RunSettings", "Unmeasured", "Verification", "run_result", "verify_against",
+    "verify_rules", "verify_script",
 ]
 
 
@@ -44,13 +45,14 @@ def _workdir(keep: Path | None):
 
 def verify_script(path: Path, argv: Sequence[str] = (), settings: RunSettings = DEFAULT_SETTINGS, *,
                   precision: Iterable[str] | None = None, keep: Path | None = None,
-                  progress: Progress | None = None) -> Verification:
+                  progress: Progress | None = None, select: Iterable[str] | None = None) -> Verification:
     """Measure every fix the linter proposes for ``path`` (and the precision variants; ``precision`` None: when
-    the script looks matmul-bound). ``keep``: write the patched copies and run logs there and keep them."""
+    the script looks matmul-bound). ``keep``: write the patched copies and run logs there and keep them.
+    ``select``: only the findings of these rules (code prefixes)."""
     device, torch_version = probe(settings.device)
     target, path = str(path), path.resolve()
     with _workdir(keep) as work:
-        planned = plan(path, work / "lint", precision=precision)
+        planned = plan(path, work / "lint", precision=precision, select=select)
         notes = []
         if planned.unmeasured:
             notes.append(f"{len(planned.unmeasured)} finding(s) could not be measured (no fix, and no device-side "
@@ -63,6 +65,19 @@ def verify_script(path: Path, argv: Sequence[str] = (), settings: RunSettings = 
         baseline_runs, rows = measure(path, planned.variants, argv, settings, work / "runs", progress=progress)
     return Verification(target, settings, device, torch_version, baseline_runs, rows, planned.findings,
                         planned.errors, tuple(notes), planned.unmeasured)
+
+
+def verify_against(path: Path, fixed: Path, argv: Sequence[str] = (), settings: RunSettings = DEFAULT_SETTINGS, *,
+                   keep: Path | None = None, progress: Progress | None = None) -> Verification:
+    """Measure ``fixed``, a fix of ``path`` written by hand, against ``path``: both run as if they were ``path``
+    (its folder, its argv), as a catalog pair does."""
+    device, torch_version = probe(settings.device)
+    target, path = str(path), path.resolve()
+    variant = Variant("against", f"{fixed.name} (the fix written by hand)", True,
+                      fixed.read_text(encoding="utf-8"))
+    with _workdir(keep) as work:
+        baseline_runs, rows = measure(path, [variant], argv, settings, work / "runs", progress=progress)
+    return Verification(target, settings, device, torch_version, baseline_runs, rows)
 
 
 def verify_rules(codes: Iterable[str] | None, settings: RunSettings = DEFAULT_SETTINGS, *, keep: Path | None = None,

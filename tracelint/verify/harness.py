@@ -17,11 +17,12 @@ The clock
 Timing, in turns
     Skip ``warmup`` ticks (at least 1: a tick marks the end of a step, so timing starts at the end of one). Then,
     with a control channel (``config["control"]``: two pipe descriptors), report ``ready`` and wait for a command:
-    ``run N`` runs one *turn*: ``resume_warmup`` untimed ticks, then synchronize the device once, then N blocks of
-    ``steps`` ticks, each closed by one synchronize; the block means go back to the parent (``blocks`` event) and
-    the harness waits for the next command; ``stop`` ends the run, ``trace`` profiles a few steps and ends it. The
-    parent alternates turns of the baseline's and a variant's process (and freezes the DataLoader workers of
-    the one that waits, see run.py).
+    ``run N`` runs one *turn*: ``resume_warmup`` untimed ticks (re-warming what the pause between turns left cold,
+    and going on until ``resume_warmup_s`` seconds have passed), then synchronize the device once, then N blocks
+    of ``steps`` ticks, each closed by one synchronize; the block means go back to the parent (``blocks`` event)
+    and the harness waits for the next command; ``stop`` ends the run, ``trace`` profiles a few steps and ends it.
+    The parent alternates turns of the baseline's and a variant's process and pauses the one that waits (its
+    whole process group, see run.py).
     Without a control channel (the in-process tests), one turn of ``blocks`` blocks runs right after warm-up.
     Never a synchronize per step: that would make the baseline synchronous too and hide exactly the host syncs a
     fix removes.
@@ -97,14 +98,16 @@ class Clock:
     ``control`` (optional) is the parent's command channel."""
 
     def __init__(self, *, warmup: int, steps: int, blocks: int, sync, write, read_loss=float,
-                 every_tick=None, tracer=None, control=None, resume_warmup: int = 1, on_tick=None) -> None:
+                 every_tick=None, tracer=None, control=None, resume_warmup: int = 1, resume_warmup_s: float = 0.0,
+                 on_tick=None) -> None:
         self.warmup, self.steps, self.blocks = warmup, steps, blocks
         self.sync, self.write, self.read_loss = sync, write, read_loss
         self.every_tick = every_tick  # re-asserts a precision variant the script may have undone
         self.on_tick = on_tick  # the rewrites' runtime (deferred.py): reads deferred values at its interval
         self.tracer = tracer  # profiles a few steps once the blocks are timed (--trace)
         self.control = control
-        self.resume_warmup = resume_warmup
+        self.resume_warmup, self.resume_warmup_s = resume_warmup, resume_warmup_s
+        self.rewarm_until = 0.0  # a re-warm goes on until this perf_counter() time as well
         self.trace: dict | None = None  # the profiling state once it began: status running | ok | failed
         self.ticks = 0
         self.source: str | None = None  # "optimizer" or "backward", fixed by the first that qualifies
@@ -153,6 +156,8 @@ class Clock:
         self.countdown -= 1
         if self.countdown > 0:
             return
+        if self.phase == "warmup" and time.perf_counter() < self.rewarm_until:
+            return  # a short step: re-warm for the stated time too
         if self.phase == "timed":
             self._end_block()
         elif self.turns == 0 and self.turn_left == 0:
@@ -170,6 +175,9 @@ class Clock:
             self.turn_left = self.blocks
             self._start_timing()
         else:
+            # Nothing of this process may still run on the device while the other side is timed: the warm-up's
+            # queued kernels would share the GPU with the other side's first block. (Every block ends synchronized.)
+            self.sync()
             self.control.send({"event": "ready", "ticks": self.ticks})
             self._await_command()
 
@@ -180,6 +188,7 @@ class Clock:
             self.turn_left = max(1, int(command.get("blocks", 1)))
             if self.resume_warmup > 0:
                 self.phase, self.countdown = "warmup", self.resume_warmup
+                self.rewarm_until = time.perf_counter() + self.resume_warmup_s
             else:
                 self._start_timing()
         elif kind == "trace" and self.tracer is not None:
@@ -439,7 +448,8 @@ def install(config: dict, write) -> Clock:
                   read_loss=lambda t: float(t.float()), every_tick=_force_tf32 if precision == "tf32" else None,
                   tracer=Tracer(config["trace"], device) if config.get("trace") else None,
                   control=Control(control["commands"], control["events"]) if control else None,
-                  resume_warmup=config.get("resume_warmup", 1), on_tick=runtime.on_tick)
+                  resume_warmup=config.get("resume_warmup", 1),
+                  resume_warmup_s=config.get("resume_warmup_s", 0.0), on_tick=runtime.on_tick)
     if precision == "tf32":
         _force_tf32()
     elif precision == "bf16":

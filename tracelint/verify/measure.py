@@ -1,7 +1,8 @@
 """One verification: start the baseline once, then for each variant start its process and alternate single timed
 blocks of the two (stats.py says how and why) until the speedup's interval is tight enough or the budget is
-spent; judge every variant against the baseline blocks it was paired with; and the result as the engine's
-RunResult (what every format of tracelint.render shows). Never imports torch in this process."""
+spent (with ``processes="fresh"``: a new process for every block instead); judge every variant against the
+baseline blocks it was paired with; and the result as the engine's RunResult (what every format of
+tracelint.render shows). Never imports torch in this process."""
 from __future__ import annotations
 
 import importlib.util
@@ -17,10 +18,9 @@ from pathlib import Path
 
 from tracelint.engine import Finding, InputError, RunResult
 from tracelint.engine.display import report_path
-from tracelint.verify.run import RunOutcome, RunSettings, Session
+from tracelint.verify.run import Idle, RunOutcome, RunSettings, Session
 from tracelint.verify.stats import (
     FAILED,
-    LEGEND,
     NO_EFFECT,
     NOT_MEASURED,
     Baseline,
@@ -29,6 +29,7 @@ from tracelint.verify.stats import (
     Verdict,
     baseline_of,
     judge,
+    legend,
     paired_interval,
     percent,
 )
@@ -48,6 +49,8 @@ class Row:
     variant: Variant
     verdict: Verdict
     outcome: RunOutcome | None  # None when it was not run (the baseline failed)
+    # what each side's process group used while it waited for the other side's blocks (run.Idle.to_dict)
+    idle: dict | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,37 +116,66 @@ def _slug(text: str) -> str:
 
 
 class _Side:
-    """One side of the comparisons (the baseline, or one variant): its current Session, restarted when the script
-    runs out of steps after it has given blocks, and the outcomes of the sessions it has finished."""
+    """One side of the comparisons (the baseline, or one variant). Persistent (the default): its current Session,
+    restarted when the script runs out of steps after it has given blocks. Fresh: a new Session for every turn.
+    Keeps the outcomes of the sessions it has finished and what they did while they waited (``waited``)."""
 
     def __init__(self, label: str, code: Path, original: Path, argv: Sequence[str], settings: RunSettings,
                  workdir: Path, precision: str | None) -> None:
         self.label, self.code, self.original, self.argv = label, code, original, list(argv)
         self.settings, self.workdir, self.precision = settings, workdir, precision
+        self.fresh = settings.processes == "fresh"
         self.session: Session | None = None
         self.outcomes: list[RunOutcome] = []
         self.failure: RunOutcome | None = None
         self.restarts = 0
+        self.turns = 0
+        self._waits: list[Idle] = []  # each session's record of its pauses (live objects)
+        self._launched = False  # launch() started the process, start() has not waited for it yet
 
-    def start(self) -> bool:
-        folder = self.workdir if not self.restarts else self.workdir.with_name(f"{self.workdir.name}-{self.restarts}")
+    def _launch(self, folder: Path, trace: bool) -> None:
         self.session = Session(self.code, self.original, self.argv, self.settings, folder,
-                               precision=self.precision, trace=self.settings.trace)
+                               precision=self.precision, trace=trace)
+        self._waits.append(self.session.idle)
         self.session.start()
+
+    def _ready(self) -> bool:
+        """Wait for the session's warm-up; on failure record why and return False."""
         if self.session.ready():
             return True
         self.failure = self.session.finish(trace=False)
         self.outcomes.append(self.failure)
         return False
 
+    def _open(self, folder: Path, trace: bool) -> bool:
+        self._launch(folder, trace)
+        return self._ready()
+
+    def launch(self) -> None:
+        """Start the (first) process without waiting for its warm-up: ``start`` waits. Two sides warm up at once
+        this way (untimed), which saves one start-up per comparison."""
+        if not self.fresh and self.session is None:
+            self._launch(self.workdir, self.settings.trace)
+            self._launched = True
+
+    def start(self) -> bool:
+        if self.fresh:  # the first turn starts the first process
+            return True
+        if self._launched:
+            self._launched = False
+            return self._ready()
+        folder = self.workdir if not self.restarts else self.workdir.with_name(f"{self.workdir.name}-{self.restarts}")
+        return self._open(folder, self.settings.trace)
+
     def turn(self) -> float | None:
         """The mean step time (ms) of one timed block; None when the run failed (``failure`` says why)."""
+        if self.fresh:
+            return self._fresh_turn()
         blocks = self.session.run(1)
         if blocks:
             return blocks[0]
-        outcome = self.session.finish(trace=False)
+        outcome = self._close(self.session.finish(trace=False))
         if self.session.ended and outcome.ok:  # the script ran out of steps after giving blocks
-            self.outcomes.append(outcome)
             if self.restarts < MAX_RESTARTS:
                 self.restarts += 1
                 return self.turn() if self.start() else None
@@ -151,20 +183,49 @@ class _Side:
                                    "times; give it more steps (or lower --budget/--blocks)")
             return None
         self.failure = outcome
-        self.outcomes.append(outcome)
         return None
 
-    def finish(self) -> RunOutcome:
-        """Stop the current session (profiling it first under --trace); its outcome."""
-        if self.failure is not None:
-            return self.failure
-        outcome = self.session.finish(trace=self.settings.trace)
+    def _fresh_turn(self) -> float | None:
+        """A new process: warm-up, ``fresh_blocks`` blocks, stop; the turn's block is their mean."""
+        self.turns += 1
+        if not self._open(self.workdir.with_name(f"{self.workdir.name}-t{self.turns:03d}"), False):
+            return None
+        blocks = self.session.run(self.settings.fresh_blocks)
+        outcome = self._close(self.session.finish(trace=False))
+        self.session.kill()
+        if not blocks or not outcome.ok:
+            self.failure = outcome if not outcome.ok else replace(outcome, ok=False, reason="no block was timed")
+            return None
+        return sum(blocks) / len(blocks)
+
+    def _close(self, outcome: RunOutcome) -> RunOutcome:
         self.outcomes.append(outcome)
         return outcome
+
+    def finish(self) -> RunOutcome:
+        """Stop the current session (profiling it first under --trace; fresh: one more process for that)."""
+        if self.failure is not None:
+            return self.failure
+        if self.fresh:
+            if not self.settings.trace:
+                return self.outcomes[-1] if self.outcomes else RunOutcome(False, reason="not run")
+            if not self._open(self.workdir.with_name(f"{self.workdir.name}-trace"), True):
+                return self.failure
+        return self._close(self.session.finish(trace=self.settings.trace))
 
     def kill(self) -> None:
         if self.session is not None:
             self.session.kill()
+
+    def waited(self) -> Idle:
+        """What this side's sessions used while they waited, so far."""
+        return Idle(sum(w.cpu_s for w in self._waits), sum(w.wall_s for w in self._waits),
+                    sum(w.pauses for w in self._waits), max((w.stopped for w in self._waits), default=0))
+
+
+def _since(now: Idle, before: Idle) -> dict:
+    return Idle(now.cpu_s - before.cpu_s, now.wall_s - before.wall_s, now.pauses - before.pauses,
+                now.stopped).to_dict()
 
 
 def compare(base: _Side, variant: _Side, settings: RunSettings,
@@ -214,24 +275,29 @@ def measure(original: Path, variants: Sequence[Variant], argv: Sequence[str], se
     base = _Side("baseline", baseline_code, original, argv, settings, workdir / "baseline", None)
     started = time.perf_counter()
     say(f"[0/{total}] baseline: starting ...")
+    first = _variant_side(variants[0], original, argv, settings, workdir, "01", baseline_code) if variants else None
     try:
+        base.launch()
+        if first is not None:
+            first.launch()  # its warm-up beside the baseline's
         if not base.start():
             reason = base.failure.reason
             say(f"[0/{total}] baseline: failed: {reason}")
             rows = tuple(Row(v, Verdict(FAILED, f"not run: the baseline failed ({reason})"), None) for v in variants)
             return tuple(base.outcomes), rows
         say(f"[0/{total}] baseline: warmed up ({time.perf_counter() - started:.1f} s)")
-        results: dict[tuple[str, str | None], tuple[Verdict, RunOutcome | None]] = {}
+        results: dict[tuple[str, str | None], tuple[Verdict, RunOutcome | None, dict | None]] = {}
         rows: list[Row] = []
         for i, variant in enumerate(variants, start=1):
             key = (variant.text, variant.precision)
             if key in results:
                 say(f"[{i}/{total}] {variant.key}: same code as an earlier variant, not run again")
             elif base.failure is not None:
-                results[key] = (Verdict(FAILED, f"not run: the baseline failed ({base.failure.reason})"), None)
+                results[key] = (Verdict(FAILED, f"not run: the baseline failed ({base.failure.reason})"), None, None)
             else:
-                results[key] = _measure_one(base, variant, original, argv, settings, workdir,
-                                            f"{i:02d}-{_slug(variant.key)}", baseline_code, f"[{i}/{total}]", say)
+                side = first if i == 1 else _variant_side(variant, original, argv, settings, workdir, f"{i:02d}",
+                                                          baseline_code)
+                results[key] = _measure_one(base, side, variant, settings, f"[{i}/{total}]", say)
             rows.append(Row(variant, *results[key]))
         last = base.finish()
         if settings.trace and last.trace is not None:
@@ -239,37 +305,47 @@ def measure(original: Path, variants: Sequence[Variant], argv: Sequence[str], se
         return tuple(base.outcomes), tuple(rows)
     finally:
         base.kill()
+        if first is not None:
+            first.kill()
 
 
-def _measure_one(base: _Side, variant: Variant, original: Path, argv: Sequence[str], settings: RunSettings,
-                 workdir: Path, name: str, baseline_code: Path, tag: str,
-                 say: Progress) -> tuple[Verdict, RunOutcome | None]:
-    started = time.perf_counter()
+def _variant_side(variant: Variant, original: Path, argv: Sequence[str], settings: RunSettings, workdir: Path,
+                  number: str, baseline_code: Path) -> _Side:
+    """The side of one variant: its code written to its folder (the baseline's file when the text is the same)."""
+    name = f"{number}-{_slug(variant.key)}"
     code = baseline_code
     if variant.text != _read(baseline_code):
         code = workdir / name / "code" / original.name
         code.parent.mkdir(parents=True, exist_ok=True)
         code.write_text(variant.text, encoding="utf-8")
-    side = _Side(variant.key, code, original, argv, settings, workdir / name, variant.precision)
+    return _Side(variant.key, code, original, argv, settings, workdir / name, variant.precision)
+
+
+def _measure_one(base: _Side, side: _Side, variant: Variant, settings: RunSettings, tag: str,
+                 say: Progress) -> tuple[Verdict, RunOutcome | None, dict | None]:
+    started = time.perf_counter()
     say(f"{tag} {variant.key}: starting ...")
     try:
         if not side.start():
             outcome = side.failure
             say(f"{tag} {variant.key}: failed: {outcome.reason} ({time.perf_counter() - started:.1f} s)")
-            return judge((), outcome, None), outcome
+            return judge((), outcome, None), outcome, None
+        base_waited = base.waited()
         paired_base, paired_variant, stopped = compare(base, side, settings, say)
+        idle = {"baseline": _since(base.waited(), base_waited), "variant": side.waited().to_dict()}
         if stopped == "baseline-failed":
             reason = f"the baseline failed during the comparison ({base.failure.reason})"
             side.finish()
             say(f"{tag} {variant.key}: {reason}")
-            return Verdict(FAILED, reason, Timing(tuple(paired_base)) if paired_base else None), None
+            return Verdict(FAILED, reason, Timing(tuple(paired_base)) if paired_base else None), None, idle
         outcome = side.finish()
         if settings.trace and outcome.trace is not None:
             outcome = replace(outcome, trace=analyze(outcome.trace))
-        loss_finite = _finite(base.session.losses)
-        verdict = judge(paired_base, outcome, loss_finite, fixed_blocks=paired_variant, stopped=stopped)
+        loss_finite = _finite(base.session.losses) if base.session is not None else None
+        verdict = judge(paired_base, outcome, loss_finite, fixed_blocks=paired_variant, stopped=stopped,
+                        min_effect=settings.min_effect)
         say(f"{tag} {variant.key}: {_progress_line(verdict)} ({time.perf_counter() - started:.1f} s)")
-        return verdict, outcome
+        return verdict, outcome, idle
     finally:
         side.kill()
 
@@ -331,7 +407,9 @@ def target_dict(v: Verification) -> dict:
         "timing_claims": s.device == "cuda",
         "settings": {"warmup": s.warmup, "steps": s.steps, "blocks": s.blocks, "timeout_s": s.timeout_s,
                      "budget_s": s.budget_s, "target_pct": round(s.target * 100, 2),
-                     "resume_warmup": s.resume_warmup, "method": "alternating"},
+                     "resume_warmup": s.resume_warmup, "resume_warmup_s": s.resume_warmup_s,
+                     "min_effect_pct": round(s.min_effect * 100, 2), "processes": s.processes, "pause": s.pause,
+                     "method": s.method},
         "baseline": {
             "status": "ok" if baseline else (FAILED if failed else "not-run"),
             "median_ms": _ms(baseline.pooled.median) if baseline else None,
@@ -346,7 +424,7 @@ def target_dict(v: Verification) -> dict:
         "not_measured": [{"rule": u.finding.code, "location": _finding_location(u.finding), "reason": u.reason}
                          for u in v.unmeasured],
         "notes": list(v.notes),
-        "legend": LEGEND,
+        "legend": legend(s.min_effect),
     }
     if s.trace:
         before = doc["baseline"]["trace"] = _trace_dict(v.baseline_trace, bool(v.baseline_runs))
@@ -381,6 +459,8 @@ def verification_dict(v: Verification, row: Row) -> dict:
         "device": v.device, "torch": v.torch, "device_type": s.device,
         "fix": row.variant.title, "safe": row.variant.safe, "precision": row.variant.precision,
         "follow_ups": list(row.variant.follow_ups),
+        "min_effect_pct": round(s.min_effect * 100, 2),
+        "idle": row.idle,
         "reason": verdict.reason or None,
         "stderr_tail": row.outcome.stderr_tail if row.outcome and verdict.status == FAILED else None,
     }

@@ -1,6 +1,15 @@
 """The parent side of the measured runs: start the harness in a subprocess, talk to it over two pipes (run a turn
-of blocks, stop, profile), freeze it while the other side of a comparison runs, reap its process group, and turn
-what it left behind into a RunOutcome. Never imports torch."""
+of blocks, stop, profile), pause it while the other side of a comparison runs, reap its process group, and turn
+what it left behind into a RunOutcome. Never imports torch.
+
+Pausing (``RunSettings.pause``): a side that waits for its next turn must not compete with the side being timed.
+``group`` (the default) stops the harness's whole process group with SIGSTOP: the harness and its threads (a
+DataLoader's pin-memory thread, the CUDA driver's), and every process it started (DataLoader workers, which
+would otherwise go on filling their prefetch queues). SIGCONT resumes it before its next turn, which begins with
+untimed re-warm steps. ``workers`` stops only the harness's descendant processes as found through
+``/proc/PID/task/TID/children`` (the method before issue #26: that file is missing on some kernels, and then
+nothing is stopped); ``none`` stops nothing. Whatever the mode, the CPU time the waiting side's process group
+uses while the other side runs is measured (``Session.idle``)."""
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +36,12 @@ class RunSettings:
     """How every run of one verification is measured (the same for the baseline and each variant).
 
     ``steps`` per block; a comparison alternates single blocks of the baseline and the variant (B V V B ...),
-    each after ``resume_warmup`` untimed steps, for at least ``blocks`` rounds, and goes on until the 95 %
-    interval of the speedup is within ±``target`` or ``budget_s`` seconds of alternating have passed."""
+    each after ``resume_warmup`` untimed steps (and at least ``resume_warmup_s`` seconds of them), for at least
+    ``blocks`` rounds, and goes on until the 95 % interval of the speedup is within ±``target`` or ``budget_s``
+    seconds of alternating have passed. ``processes``: ``persistent`` (one process per side for the whole
+    comparison, the waiting one paused as ``pause`` says) or ``fresh`` (a new process for every turn: ``warmup``
+    steps, then ``fresh_blocks`` blocks whose mean is the turn's block). ``min_effect``: the smallest speedup
+    worth a claim (stats.py)."""
 
     warmup: int = 5
     steps: int = 20
@@ -40,19 +53,46 @@ class RunSettings:
     budget_s: float = 60.0
     target: float = 0.03
     resume_warmup: int = 2
+    resume_warmup_s: float = 0.05
     max_rounds: int = 400
-    freeze: bool = True  # SIGSTOP the waiting side's DataLoader workers (the processes its harness started)
+    min_effect: float = 0.02
+    processes: str = "persistent"  # or "fresh"
+    pause: str = "group"  # the waiting side: "group" (SIGSTOP its process group), "workers", "none"
+    fresh_blocks: int = 2
 
     def __post_init__(self) -> None:
         if self.warmup < 1 or self.steps < 1 or self.blocks < 2:
             raise ValueError("verify needs warmup >= 1, steps >= 1 and blocks >= 2")
-        if self.budget_s < 0 or not 0 < self.target < 1 or self.resume_warmup < 0:
+        if self.budget_s < 0 or not 0 < self.target < 1 or self.resume_warmup < 0 or self.resume_warmup_s < 0:
             raise ValueError("verify needs budget >= 0, 0 < target < 1 and resume_warmup >= 0")
+        if not 0 <= self.min_effect < 1:
+            raise ValueError("verify needs 0 <= min_effect < 1")
+        if self.processes not in PROCESSES or self.pause not in PAUSES or self.fresh_blocks < 1:
+            raise ValueError(f"verify needs processes in {PROCESSES}, pause in {PAUSES} and fresh_blocks >= 1")
 
     @property
     def needed_steps(self) -> int:
-        """Steps a script must run for the minimum comparison: warm-up, then ``blocks`` turns."""
+        """Steps a script must run for the minimum comparison: warm-up, then ``blocks`` turns (in one process),
+        or one fresh turn."""
+        if self.processes == "fresh":
+            return self.warmup + self.resume_warmup + self.steps * self.fresh_blocks
         return self.warmup + (self.resume_warmup + self.steps) * self.blocks
+
+    @property
+    def method(self) -> str:
+        """How the two sides run, in words (the report states it)."""
+        if self.processes == "fresh":
+            return (f"fresh processes: every turn a new process ({self.warmup} warm-up steps, then the mean of "
+                    f"{self.fresh_blocks} blocks), in the order B V, V B, ...")
+        waiting = {"group": "paused (SIGSTOP of its whole process group: harness, threads, DataLoader workers)",
+                   "workers": "with its DataLoader workers stopped (the harness and its threads running)",
+                   "none": "not paused"}[self.pause]
+        return (f"two persistent processes alternating B V, V B, ...; the waiting one {waiting}, re-warmed "
+                f"{self.resume_warmup} steps (at least {self.resume_warmup_s:g} s) before each block")
+
+
+PROCESSES = ("persistent", "fresh")
+PAUSES = ("group", "workers", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +117,32 @@ class RunOutcome:
         return math.isfinite(values[-1]) if values else None
 
 
+@dataclass(slots=True)
+class Idle:
+    """What a side did while it waited for its turn: CPU seconds of its whole process group, over wall seconds
+    waited, and the most processes one pause stopped (for ``workers``: 0 where the kernel lists no children)."""
+
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    pauses: int = 0
+    stopped: int = 0
+
+    @property
+    def cpu_ms_per_s(self) -> float | None:
+        return self.cpu_s * 1000.0 / self.wall_s if self.wall_s > 0 else None
+
+    def to_dict(self) -> dict:
+        per_s = self.cpu_ms_per_s
+        return {"cpu_ms_per_s": None if per_s is None else round(per_s, 2), "cpu_s": round(self.cpu_s, 3),
+                "wall_s": round(self.wall_s, 3), "pauses": self.pauses, "stopped_processes": self.stopped}
+
+
 class Session:
     """One harness process under the parent's control: ``start`` it, wait until it is ``ready`` (warmed up), ask
-    it for turns of blocks (``run``), then ``finish`` it (stop, or profile and stop). ``pause``/``resume`` freeze
-    the processes it started (DataLoader workers) between turns (``RunSettings.freeze``). A failure at any point
-    leaves ``failed`` set and ``finish`` returns the outcome that says why."""
+    it for turns of blocks (``run``), then ``finish`` it (stop, or profile and stop). ``pause``/``resume`` keep
+    it quiet between turns (``RunSettings.pause``, see the module docstring) and account for what it used
+    meanwhile (``idle``). A failure at any point leaves ``failed`` set and ``finish`` returns the outcome that says
+    why."""
 
     def __init__(self, code: Path, original: Path, argv: list[str], settings: RunSettings, workdir: Path, *,
                  precision: str | None = None, trace: bool = False) -> None:
@@ -93,7 +154,9 @@ class Session:
         self.failed = False
         self.timed_out = False
         self.frozen = False
+        self.idle = Idle()
         self._stopped: list[int] = []
+        self._paused_at: tuple[float, float] | None = None
         self.ended = False  # the script returned by itself (ran out of steps)
         self._events = -1
         self._commands = None
@@ -112,6 +175,7 @@ class Session:
             "result": str(self.workdir / "result.json"), "warmup": self.settings.warmup,
             "steps": self.settings.steps, "blocks": self.settings.blocks, "device": self.settings.device,
             "precision": self.precision, "seed": self.settings.seed, "resume_warmup": self.settings.resume_warmup,
+            "resume_warmup_s": self.settings.resume_warmup_s,
             "trace": str(self.workdir / TRACE_FILE) if self.trace else None,
             "control": {"commands": command_read, "events": event_write},
         }
@@ -186,24 +250,41 @@ class Session:
             os.close(self._events)
             self._events = -1
 
-    # --- freezing -----------------------------------------------------------------------------------------------
-    # Only the harness's descendants (DataLoader workers, which would go on filling their queues and compete for
-    # the CPU with the other side's turn). The harness itself waits in a blocking read and uses no CPU; stopping
-    # it buys nothing and would stop the threads of the process that times the next turn (its OpenMP team,
-    # CUDA's), a disturbance the timing does not need.
+    # --- pausing ------------------------------------------------------------------------------------------------
 
     def pause(self) -> None:
-        if not self.settings.freeze or self.frozen or self.proc is None or self.proc.poll() is not None:
+        if self.frozen or self.proc is None or self.proc.poll() is not None:
             return
-        self._stopped = [pid for pid in _descendants(self.proc.pid) if _signal(pid, signal.SIGSTOP)]
+        mode = self.settings.pause
+        if mode == "group":
+            members = _group_pids(self.proc.pid)
+            if _signal_group(self.proc.pid, signal.SIGSTOP):
+                self._stopped = [self.proc.pid]
+                self.idle.stopped = max(self.idle.stopped, len(members))
+                _wait_stopped(members)
+        elif mode == "workers":
+            self._stopped = [pid for pid in _descendants(self.proc.pid) if _signal(pid, signal.SIGSTOP)]
+            self.idle.stopped = max(self.idle.stopped, len(self._stopped))
+            _wait_stopped(self._stopped)
+        self._paused_at = (time.perf_counter(), _group_cpu_s(self.proc.pid))
         self.frozen = True
 
     def resume(self) -> None:
-        if self.frozen:
+        if not self.frozen:
+            return
+        if self._paused_at is not None and self.proc is not None:
+            started, cpu = self._paused_at
+            self.idle.wall_s += time.perf_counter() - started
+            self.idle.cpu_s += max(0.0, _group_cpu_s(self.proc.pid) - cpu)
+            self.idle.pauses += 1
+            self._paused_at = None
+        if self.settings.pause == "group" and self._stopped:
+            _signal_group(self.proc.pid, signal.SIGCONT)
+        else:
             for pid in self._stopped:
                 _signal(pid, signal.SIGCONT)
-            self._stopped = []
-            self.frozen = False
+        self._stopped = []
+        self.frozen = False
 
     # --- the conversation ---------------------------------------------------------------------------------------
 
@@ -267,6 +348,77 @@ def _signal(pid: int, sig: int) -> bool:
         return True
     except (ProcessLookupError, PermissionError):
         return False
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _group_stats(pgid: int) -> list[tuple[int, float]]:
+    """(pid, CPU seconds used so far, all threads) of every process of the process group ``pgid``, from /proc
+    (empty where there is none)."""
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        fields = _stat(name) if name.isdigit() else []
+        # after the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+        if len(fields) > 12 and fields[2] == str(pgid):
+            ticks = (int(fields[11]) + int(fields[12])) / _TICK
+            found.append((int(name), _threads_cpu_s(name, ticks)))
+    return found
+
+
+def _stat(pid: int | str) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state first); empty when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _threads_cpu_s(pid: str, fallback: float) -> float:
+    """The CPU seconds of a process's threads, counted in nanoseconds (/proc/PID/task/TID/schedstat) where the
+    kernel gives them: utime + stime come in clock ticks (10 ms), and a pause of a group of seven processes would
+    read up to 70 ms of CPU it never used."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as handle:
+                total += int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return fallback
+    return total / 1e9
+
+
+def _wait_stopped(pids: list[int], timeout: float = 0.2) -> None:
+    """Wait until every process in ``pids`` has stopped (SIGSTOP arrives asynchronously): the other side's turn
+    must not begin while this one still runs, and the CPU it uses from here on is what it uses while waiting."""
+    deadline = time.monotonic() + timeout
+    todo = list(pids)
+    while todo and time.monotonic() < deadline:
+        todo = [pid for pid in todo if (_stat(pid) or ["X"])[0] not in ("T", "t", "Z", "X")]
+        if todo:
+            time.sleep(0.001)
+
+
+def _group_pids(pgid: int) -> list[int]:
+    return [pid for pid, _ in _group_stats(pgid)]
+
+
+def _group_cpu_s(pgid: int) -> float:
+    """CPU seconds the living processes of the group have used (a process that exited meanwhile drops out)."""
+    return sum(cpu for _, cpu in _group_stats(pgid))
 
 
 def _descendants(pid: int) -> list[int]:

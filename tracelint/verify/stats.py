@@ -1,21 +1,23 @@
 """From block timings to a verdict: paired rounds, the 95 % confidence interval of the speedup, and the status.
 
 The design (what "measured" means):
-    The baseline and a variant run in two processes side by side (the waiting one's DataLoader workers frozen) and
-    alternate single timed blocks in rounds of the order B V, V B, B V, ... (each round's order reversed, so that a
-    steady drift of the machine over a round cancels). A round gives one ratio ``baseline block / variant block``:
-    the two blocks were taken seconds apart, so what changes slowly over the session (clocks, temperature, a
-    neighbour on the machine) is in both. The speedup is the geometric mean of the rounds' ratios, and its 95 %
-    confidence interval the Student-t interval of their logarithms. Rounds go on until the interval is within
-    ±``target`` (3 %) of the estimate, or the time budget is spent, with at least ``blocks`` rounds.
+    The baseline and a variant alternate single timed blocks in rounds of the order B V, V B, B V, ... (each
+    round's order reversed, so that a steady drift of the machine over a round cancels). A round gives one ratio
+    ``baseline block / variant block``: the two blocks were taken seconds apart, so what changes slowly over the
+    session (clocks, temperature, a neighbour on the machine) is in both. The speedup is the geometric mean of the
+    rounds' ratios, and its 95 % confidence interval the Student-t interval of their logarithms. Rounds go on until
+    the interval is within ±``target`` (3 %) of the estimate, or the time budget is spent, with at least ``blocks``
+    rounds. How the two sides run between their blocks (two persistent processes, the waiting one paused, or a
+    fresh process per block) is run.py's business.
 
-The status:
-    **confirmed** when the whole interval lies above 1 and the speedup is at least ``MIN_EFFECT`` (1 %): below
-    that a speedup is not worth a claim; **slower** when the whole interval lies below 1 (and by at least 1 %);
-    **no-effect** otherwise: the interval holds 1, and the answer is "no effect larger than ±X %", X the farther
-    end of the interval (a useful answer: the fix does not pay on this script, to within X). A run that crashed,
-    timed out, found no steps, or diverged (a non-finite loss where the baseline's was finite) is **failed** and
-    not timed; a finding for which no variant could be built is **not-measured**, with the reason.
+The status, against a stated minimum effect ``min_effect`` (default 2 %, ``--min-effect``):
+    **confirmed** when the interval's lower bound clears it (low >= 1 + min_effect); **slower** when the upper
+    bound clears it the other way (high <= 1 / (1 + min_effect)); **small** when the interval lies wholly on one
+    side of 1 without clearing it (an effect, not shown to be worth the minimum: the interval says how large);
+    **no-effect** when the interval holds 1: "no effect larger than ±X %", X the farther end of the interval (a
+    useful answer: the fix does not pay on this script, to within X). A run that crashed, timed out, found no
+    steps, or diverged (a non-finite loss where the baseline's was finite) is **failed** and not timed; a finding
+    for which no variant could be built is **not-measured**, with the reason.
 """
 from __future__ import annotations
 
@@ -27,19 +29,33 @@ from dataclasses import dataclass
 from tracelint.engine.stats import t975
 from tracelint.verify.run import RunOutcome
 
-MIN_EFFECT = 0.01
+MIN_EFFECT = 0.02  # the default of --min-effect: the smallest speedup worth a claim
 CONFIDENCE = 0.95
 
-CONFIRMED, NO_EFFECT, SLOWER, FAILED, NOT_MEASURED = "confirmed", "no-effect", "slower", "failed", "not-measured"
-# What the statuses and the interval mean, in one paragraph under every text report.
-LEGEND = (
-    f"Baseline and variant alternate single blocks (B V, V B, ...); speedup: the geometric mean of the rounds' "
-    f"baseline/variant ratios, with its {CONFIDENCE:.0%} interval. {CONFIRMED}: the interval lies above 1 (and "
-    f"the speedup is at least {MIN_EFFECT:.0%}) · {NO_EFFECT}: the interval holds 1: no effect larger than the "
-    f"±X % shown (a useful answer: the fix does not pay on this script) · {SLOWER}: the interval lies below 1 · "
-    f"{FAILED}: crashed, timed out, found no steps or diverged (not timed) · {NOT_MEASURED}: no variant could be "
-    f"built for the finding (the reason is given)."
-)
+CONFIRMED, SMALL, NO_EFFECT, SLOWER = "confirmed", "small", "no-effect", "slower"
+FAILED, NOT_MEASURED = "failed", "not-measured"
+
+
+def _pct(fraction: float) -> str:
+    return f"{fraction * 100:g}"
+
+
+def legend(min_effect: float = MIN_EFFECT) -> str:
+    """What the statuses and the interval mean, in one paragraph under every text report."""
+    m = _pct(min_effect)
+    return (
+        f"Baseline and variant alternate single blocks (B V, V B, ...); speedup: the geometric mean of the rounds' "
+        f"baseline/variant ratios, with its {CONFIDENCE:.0%} interval. {CONFIRMED}: the interval's lower bound "
+        f"clears the minimum effect ({m} %) · {SMALL}: the interval lies on one side of 1 but does not clear "
+        f"{m} % (an effect, not shown to be worth the minimum) · {NO_EFFECT}: the interval holds 1: no effect "
+        f"larger than the ±X % shown (a useful answer: the fix does not pay on this script) · {SLOWER}: the "
+        f"interval's upper bound is at least {m} % below 1 · {FAILED}: crashed, timed out, found no steps or "
+        f"diverged (not timed) · {NOT_MEASURED}: no variant could be built for the finding (the reason is given)."
+    )
+
+
+LEGEND = legend()
+
 
 @dataclass(frozen=True, slots=True)
 class Timing:
@@ -147,13 +163,15 @@ class Verdict:
         return self.interval.half_width if self.interval is not None else None
 
     def summary(self) -> str:
-        """``1.25× (1.22–1.28)``, ``no effect larger than ±2.1 %`` or the status and reason."""
+        """``1.25× (1.22–1.28)``, ``small: 1.01× (1.00–1.02)``, ``no effect larger than ±2.1 %`` or the status
+        and reason."""
         iv = self.interval
         if iv is None:
             return f"{self.status}" + (f": {self.reason}" if self.reason else "")
         if self.status == NO_EFFECT:
             return f"no effect larger than ±{percent(iv.bound)} %"
-        return f"{iv.estimate:.2f}× ({iv.low:.2f}–{iv.high:.2f})"
+        text = f"{iv.estimate:.2f}× ({iv.low:.2f}–{iv.high:.2f})"
+        return f"{SMALL}: {text}" if self.status == SMALL else text
 
 
 def percent(fraction: float) -> str:
@@ -161,16 +179,21 @@ def percent(fraction: float) -> str:
     return f"{math.ceil(fraction * 1000 - 1e-9) / 10:.1f}"
 
 
-def status_of(interval: Interval) -> str:
-    if interval.low > 1.0 and interval.estimate >= 1.0 + MIN_EFFECT:
+def status_of(interval: Interval, min_effect: float = MIN_EFFECT) -> str:
+    """confirmed / slower when the interval clears ``min_effect`` one way or the other, small when it only
+    excludes 1, no-effect when it holds 1 (see the module docstring)."""
+    if interval.low >= 1.0 + min_effect:
         return CONFIRMED
-    if interval.high < 1.0 and 1.0 / interval.estimate >= 1.0 + MIN_EFFECT:
+    if interval.high <= 1.0 / (1.0 + min_effect):
         return SLOWER
+    if interval.low > 1.0 or interval.high < 1.0:
+        return SMALL
     return NO_EFFECT
 
 
 def judge(baseline_blocks: Sequence[float], outcome: RunOutcome, baseline_loss_finite: bool | None, *,
-          fixed_blocks: Sequence[float] | None = None, stopped: str = "") -> Verdict:
+          fixed_blocks: Sequence[float] | None = None, stopped: str = "",
+          min_effect: float = MIN_EFFECT) -> Verdict:
     """The status of one variant against the baseline blocks it was paired with (see the module docstring).
     ``fixed_blocks`` default to the outcome's blocks, round for round with ``baseline_blocks``."""
     base = Timing(tuple(baseline_blocks)) if baseline_blocks else None
@@ -183,7 +206,7 @@ def judge(baseline_blocks: Sequence[float], outcome: RunOutcome, baseline_loss_f
     interval = paired_interval(baseline_blocks, fixed_blocks)
     if interval is None:
         return Verdict(FAILED, "fewer than two rounds were timed", base, fixed)
-    return Verdict(status_of(interval), "", base, fixed, interval, stopped)
+    return Verdict(status_of(interval, min_effect), "", base, fixed, interval, stopped)
 
 
 def not_measured(reason: str) -> Verdict:

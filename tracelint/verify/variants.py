@@ -19,7 +19,7 @@ import re
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tracelint.engine import Config, Finding, InputError, find_config
@@ -182,13 +182,17 @@ def rewrite_rest(text: str, scratch: Path, config: Config, filename: str) -> str
 
 
 def plan(path: Path, scratch_dir: Path, *, precision: Iterable[str] | None = None,
-         config_for: Callable[[Path], Config] | None = None) -> Plan:
-    """Lint the script and build its variants; ``precision`` None means "decide from the text"."""
+         config_for: Callable[[Path], Config] | None = None, select: Iterable[str] | None = None) -> Plan:
+    """Lint the script and build its variants; ``precision`` None means "decide from the text"; ``select``
+    (code prefixes) keeps only the findings of those rules (the follow-up fixes they expose still apply)."""
     config = (config_for or (lambda p: find_config(p.resolve().parent)))(path)
     text = path.read_text(encoding="utf-8")
     items = list(lint_paths([path], config_for=lambda _p: config))
     errors = tuple(i for i in items if isinstance(i, InputError))
     findings = tuple(i for i in items if isinstance(i, Finding))
+    prefixes = tuple(code.upper() for code in select or ())
+    if prefixes:
+        findings = tuple(f for f in findings if f.code.startswith(prefixes))
     scratch_dir.mkdir(parents=True, exist_ok=True)
     scratch = scratch_dir / f"lint_{path.name}"
     variants: list[Variant] = []
@@ -208,8 +212,9 @@ def plan(path: Path, scratch_dir: Path, *, precision: Iterable[str] | None = Non
         variants.append(Variant(f"{finding.code}:{finding.location.line}", rewritten.title, False, rewritten.text,
                                 finding=finding))
     if len(variants) > 1:
-        together = all_fixes(path, scratch, config) if fixable else text
-        together = rewrite_rest(together, scratch, config, path.name)
+        chosen = replace(config, select=prefixes) if prefixes else config
+        together = all_fixes(path, scratch, chosen) if fixable else text
+        together = rewrite_rest(together, scratch, chosen, path.name)
         safe = all(v.safe for v in variants)
         if together != text and all(together != v.text for v in variants):
             variants.append(Variant("all", "all fixes together", safe, together))
