@@ -96,13 +96,13 @@ def _step_digests(analysis: TraceAnalysis) -> tuple[StepDigest, ...]:
 
 def _quiet_host(analysis: TraceAnalysis) -> list[float]:
     """Per step (CPU span): the stretches of QUIET_MIN_US or longer in which no thread that launched the device's
-    work runs a profiled op or a runtime call. record_function ranges (user annotations) only enclose other work:
-    they count as nothing, so a sleep inside one is quiet."""
+    work runs a profiled op, record_function range or runtime call. A range counts even where it encloses no op:
+    the Python it runs there (``Optimizer.zero_grad``'s loop over parameters) is what ``with_stack`` slows; a sleep
+    inside a range of the user's is therefore not seen as quiet (the lead is then called maybe the profiler's)."""
     model = analysis.model
     if not model.steps:
         return []
     tids = {g.launch.tid for g in analysis.gpu_events if g.launch is not None and g.step is not None}
-    annotations = model.annotations
     calls = [c for c in model.runtime if c.tid in tids]  # a launch or a sync outside any op is no quiet time
     ops = merge_sorted(calls, *(model.ops_on(tid)[1] for tid in tids), key=lambda op: op.start)
     steps = model.steps
@@ -119,8 +119,6 @@ def _quiet_host(analysis: TraceAnalysis) -> list[float]:
             i += 1
 
     for op in ops:
-        if op.name in annotations:
-            continue
         if op.start - reach >= QUIET_MIN_US:
             add(max(reach, steps[0].start), op.start)
         reach = max(reach, op.end)
