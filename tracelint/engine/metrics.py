@@ -391,16 +391,23 @@ EXPLAINS: dict[str, tuple[Metric, ...]] = {
     "gpu-bound": (*_HEADLINE, MATMUL_TENSOR_CORE_PCT, FP32_MATMUL_OFF_TC_PCT, TENSOR_CORE_PCT, ATTENTION_PCT,
                   MEMORY_BOUND_KERNEL_PCT, H2D_PCT_OF_GPU_BUSY, EXPOSED_COMM_PCT, PEAK_MEMORY_PCT),
     "comm-bound": (*_HEADLINE, COMPUTE_BUSY_PCT, COMM_TIME_US, COMM_OVERLAP_PCT, EXPOSED_COMM_PCT, COMM_WAIT_US),
+    "pipeline-bound": (*_HEADLINE, COMPUTE_BUSY_PCT, P2P_TIME_US, EXPOSED_P2P_US, P2P_WAIT_US, P2P_TRANSFER_US,
+                       PIPELINE_STAGE, STAGE_BUBBLE_PCT),
     "unknown": (DEVICE_NAME, GPU_EVENTS, HAS_STEPS, STEPS, GPU_WINDOW_US),
 }
 # A job's summary: how far its ranks spread and who holds the others up.
-EXPLAINS_JOB = (RANKS, WORLD_SIZE, STEP_SPREAD_PCT, SLOWEST_RANK, STRAGGLER_RANK, STRAGGLER_WAIT_US, COMM_WAIT_US_MAX,
-                COLLECTIVES_UNMATCHED)
+EXPLAINS_JOB = (RANKS, WORLD_SIZE, STEP_SPREAD_PCT, SLOWEST_RANK, WAITED_FOR_RANK, STRAGGLER_RANK, STRAGGLER_WAIT_US,
+                COMM_WAIT_US_MAX, COLLECTIVES_UNMATCHED, P2P_UNMATCHED)
+# A pipeline's: its shape, its bubble beside the analytic one, and the stage the others wait for.
+EXPLAINS_PIPELINE = (PIPELINE_STAGES, PIPELINE_MICROBATCHES, PIPELINE_BUBBLE_PCT, PIPELINE_BUBBLE_ANALYTIC_PCT,
+                     BOTTLENECK_STAGE, BOTTLENECK_RANK, STAGE_IMBALANCE_PCT, PIPELINE_BALANCED_STEP_US)
 
 
 def explaining(verdict: str, *, job: bool = False) -> tuple[Metric, ...]:
-    """The metrics that explain ``verdict`` (a job summary's: the spread over its ranks)."""
-    return EXPLAINS_JOB if job else EXPLAINS.get(verdict, EXPLAINS["unknown"])
+    """The metrics that explain ``verdict`` (a job summary's: the spread over its ranks, and a pipeline's shape)."""
+    if job:
+        return EXPLAINS_JOB + EXPLAINS_PIPELINE
+    return EXPLAINS.get(verdict, EXPLAINS["unknown"])
 
 
 def registry() -> dict[str, Metric]:
