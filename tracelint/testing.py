@@ -380,30 +380,31 @@ def pipeline_job(stage_us: list[float], microbatches: int, *, steps: int = 3, tr
     """The ranks of a GPipe pipeline, one stage each: stage ``s`` computes ``stage_us[s]`` per microbatch (a third
     forward, the rest backward); every microbatch's activation goes down the chain and its gradient back up, as a
     send and a recv that wait for each other and then take ``transfer_us``. Each rank's host launches a step's work
-    in a short CPU step and runs ahead; each device starts a step as soon as it is done with the last one (a
-    GPU-bound pipeline). Simulated exactly, so a test knows every stage's compute and wait: stage ``s`` computes
-    ``microbatches * stage_us[s]`` per step."""
+    in a short CPU step and runs ahead; each device starts a step as soon as it is done with the last one, as in a
+    GPU-bound torch.distributed.pipelining run. Simulated exactly: stage ``s`` computes ``microbatches *
+    stage_us[s]`` per step."""
     p = len(stage_us)
     ranks = [TraceBuilder().device_properties().distributed(r, p) for r in range(p)]
     for trace in ranks:
         trace.meta["distributedInfo"]["pg_config"] = [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": p,
                                                        "ranks": list(range(p))}]
     gemm = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"
-    free = [50.0] * p  # when each stage's device is done with what it was given
+    launches = 2 * microbatches * 3  # a step's launches per rank, at most: compute, send and recv per pass
+    free = [5.0 * (launches + 2)] * p  # when each device is done with what it was given: first, the first launches
     start = 0.0
     for number in range(1, steps + 1):
         work = _gpipe_step(stage_us, microbatches, free, transfer_us)
-        end = start + 10.0 * (1 + max(len(events) for events in work))
+        end = start + 5.0 * (max(len(events) for events in work) + 1)
         for trace, events in zip(ranks, work, strict=True):
             at = start
             for kind, gpu_start, gpu_end, peer in events:
-                at += 10.0
+                at += 5.0
                 if kind == "kernel":
                     trace.launch(gemm, at, gpu_start, gpu_end - gpu_start)
                 else:
                     trace.p2p(kind, peer, at, gpu_start, gpu_end - gpu_start, nelems=nelems)
             trace.step(number, start, end - start)
-        start = end + 10.0
+        start = end + 5.0
     return ranks
 
 

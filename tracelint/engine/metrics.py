@@ -156,8 +156,9 @@ STAGE_COMPUTE_US = _declare(
     "communication) within the GPU span of the step.")
 STAGE_BUBBLE_PCT = _declare(
     "stage_bubble_pct", "pct", "lower",
-    "On a pipeline stage: the part of the GPU span of its step in which it computes nothing (filling and "
-    "draining the pipeline, waiting for a slower stage or for its host), in percent of that span.")
+    "On a pipeline stage: 100 × (1 − stage_compute_us / its step), the step being the longer of "
+    "step_cpu_us_mean and step_gpu_span_us_mean: the part of the step in which it computes nothing (filling and "
+    "draining the pipeline, waiting for a slower stage or for its host).")
 H2D_COUNT = _declare(
     "h2d_count", "count", None, "Host-to-device copies (Memcpy HtoD, ROCm's Host -> Device) launched in the steps.")
 H2D_BYTES = _declare("h2d_bytes", "bytes", None, "Bytes of the host-to-device copies launched in the steps.")
@@ -340,7 +341,7 @@ PIPELINE_MICROBATCHES = _declare(
 PIPELINE_BUBBLE_PCT = _declare(
     "pipeline_bubble_pct", "pct", "lower",
     "The part of the stages' time in which they compute nothing: 100 × (1 − the sum of stage_compute_us / the sum "
-    "of the stages' step spans); the fill and drain of the pipeline, and the stages' waits for a slower one.",
+    "of the stages' steps); the fill and drain of the pipeline, and the stages' waits for a slower one.",
     scope="job")
 PIPELINE_BUBBLE_ANALYTIC_PCT = _declare(
     "pipeline_bubble_analytic_pct", "pct", None,

@@ -100,14 +100,14 @@ def group_kind(desc: str | None, name: str | None, collectives: set, p2p: bool) 
     """What a group is for (module docstring)."""
     if desc and desc.startswith("mesh_") and len(desc) > 5:
         return desc[5:]
+    if desc is None and name is None and not p2p:
+        return ALL
     if p2p:
         return "pp"
     if "all_gather" in collectives and "reduce_scatter" in collectives:
         return "fsdp"
     if "all_reduce" in collectives:
         return "dp"
-    if desc is None and name is None:
-        return ALL
     return desc or f"group {name}"
 
 

@@ -7,11 +7,12 @@ activation to wait for); stages are numbered down the chain. Traces recorded wit
 schedules (``torch/distributed/pipelining/`` frames): the report names them when present, and a chain is enough
 without them. ``pipeline_microbatches`` (m) is the number of activations stage 0 sends to stage 1 per step.
 
-**Per stage** (per step, the mean over the rank's steps; the *step* is the stage's GPU span of a step: first start
-to last end of the GPU work launched in it):
+**Per stage** (per step, the mean over the rank's steps; the *step* is the rank's mean step time as everywhere in
+tracelint: the longer of its mean CPU step span and the mean GPU span of a step — first start to last end of the GPU
+work launched in it —, since a host that runs ahead of its GPU has short CPU steps):
 
 - ``stage_compute_us``: the union of its compute intervals (every kernel, copy and memset that is not
-  communication) within the step;
+  communication) within each step's GPU span;
 - ``stage_bubble_pct``: the part of the step in which the stage computes nothing — it waits for the pipeline to fill
   or drain, for a slower stage, or for its host — as a percent of the step;
 - ``p2p_wait_us`` / ``p2p_transfer_us``: its sends' and recvs' time waiting for the neighbour and moving data
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from tracelint.engine import metrics as M
 from tracelint.trace.comm import SEND
+from tracelint.trace.digest import step_us
 
 if TYPE_CHECKING:
     from tracelint.trace.digest import RankDigest
@@ -45,7 +47,7 @@ class Stage(NamedTuple):
     index: int
     rank: int
     compute_us: float  # per step
-    step_us: float  # the mean GPU span of its steps
+    step_us: float  # the rank's mean step (tracelint.trace.digest.step_us)
     bubble_pct: float
     p2p_wait_us: float  # per step
     p2p_transfer_us: float | None
@@ -77,11 +79,10 @@ def read_pipeline(ranks: dict[int, RankDigest], pairs: list[Pair], waits: dict[i
     stages = []
     for index, rank in enumerate(chain):
         d = ranks[rank]
-        spans = [s.gpu_end - s.gpu_start for s in d.steps if s.gpu_start is not None]
-        if not spans or not sum(spans):
+        step = step_us(d.metrics)
+        if not step or not any(s.gpu_start is not None for s in d.steps):
             return None
         compute = statistics.fmean(s.compute_us for s in d.steps if s.gpu_start is not None)
-        step = statistics.fmean(spans)
         wait = waits[rank].p2p_wait_us if rank in waits else 0.0
         stage = Stage(index, rank, round(compute, 1), round(step, 1), round(100.0 * (step - compute) / step, 2),
                       wait, M.P2P_TRANSFER_US.of(d.metrics))
