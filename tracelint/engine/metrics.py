@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 UNITS = ("pct", "us", "ms", "bytes", "count", "ratio", "label", "flag")
 DIRECTIONS = ("higher", "lower", None)
+SCOPES = ("device", "rank", "job")
 
 # The parts of the idle time and of the step, in the order their metrics appear.
 IDLE_CAUSES = ("data_wait", "host_sync", "allocator", "autotune", "launch_overhead", "other", "short_gap")
@@ -36,7 +37,9 @@ class Metric:
     direction: str | None
     definition: str
     gate: str | None = None  # the TL010 threshold key that checks it ("min-…": a lower limit, "max-…": an upper one)
-    scope: str = "device"  # "device": one per device and rank; "job": the summary over the ranks of a job
+    # "device": one per device and rank, on every report; "rank": one per rank of a distributed run, only where it
+    # applies (a device with communication, a rank whose job was read); "job": the summary over the ranks of a job
+    scope: str = "device"
 
     def of(self, metrics: dict) -> object:
         """This metric's value in a metrics dict (None when absent or not applicable)."""
@@ -50,8 +53,8 @@ def _declare(name: str, unit: str, direction: str | None, definition: str, *, ga
              scope: str = "device") -> Metric:
     if name in _REGISTRY:
         raise ValueError(f"metric {name!r} declared twice")
-    if unit not in UNITS or direction not in DIRECTIONS:
-        raise ValueError(f"metric {name!r}: bad unit {unit!r} or direction {direction!r}")
+    if unit not in UNITS or direction not in DIRECTIONS or scope not in SCOPES:
+        raise ValueError(f"metric {name!r}: bad unit {unit!r}, direction {direction!r} or scope {scope!r}")
     metric = _REGISTRY[name] = Metric(name, unit, direction, " ".join(definition.split()), gate, scope)
     return metric
 
@@ -127,38 +130,39 @@ COMM_WAIT_US = _declare(
 P2P_TIME_US = _declare(
     "p2p_time_us", "us", None,
     "Length of the union of the device's send/recv kernels in the GPU window: kernels issued by record_param_comms "
-    "sends or recvs that name their peer (tracelint.trace.comm). Only on a device with communication.")
+    "sends or recvs that name their peer (tracelint.trace.comm). Only on a device with communication.", scope="rank")
 EXPOSED_P2P_US = _declare(
     "exposed_p2p_us", "us", None,
     "The part of p2p_time_us with no compute beside it: on a pipeline stage mostly waiting for a neighbouring "
-    "stage, which overlapping cannot remove (TL601 leaves it out). Only on a device with communication.")
+    "stage, which overlapping cannot remove (TL601 leaves it out). Only on a device with communication.", scope="rank")
 P2P_WAIT_US = _declare(
     "p2p_wait_us", "us", "lower",
     "Per step: the union of the wait intervals of this rank's paired sends and recvs (from its kernel's start to "
-    "the later start of the pair, at most to its end; tracelint.trace.p2p). Only on a rank of a job with p2p.")
+    "the later start of the pair, at most to its end; tracelint.trace.p2p). Only on a rank of a job with p2p.",
+    scope="rank")
 P2P_TRANSFER_US = _declare(
     "p2p_transfer_us", "us", None,
     "Per step: p2p_time_us per step less p2p_wait_us — the send/recv time in which both sides are there and data "
-    "moves. Only on a rank of a job with p2p.")
+    "moves. Only on a rank of a job with p2p.", scope="rank")
 COMM_GROUPS = _declare(
     "comm_groups", "label", None,
     "One record per process group this rank communicates in (tracelint.trace.groups): group (its name), kind (tp, "
     "dp, fsdp, pp, … from its description or what it carries), ranks, and per step comm_us (the union of the "
     "group's kernels), exposed_us (its part with no compute beside it), wait_us (the union of this rank's wait "
-    "intervals in the group) and waits_for (the member it waits for most). Only on a rank of a job.")
+    "intervals in the group) and waits_for (the member it waits for most). Only on a rank of a job.", scope="rank")
 PIPELINE_STAGE = _declare(
     "pipeline_stage", "label", None,
     "The rank's stage in a pipeline-parallel job: its place down the chain of sends and recvs, 0 for the stage "
-    "that sends first (tracelint.trace.pipeline).")
+    "that sends first (tracelint.trace.pipeline).", scope="rank")
 STAGE_COMPUTE_US = _declare(
     "stage_compute_us", "us", None,
     "Per step, on a pipeline stage: the union of its compute intervals (kernels, copies, memsets that are not "
-    "communication) within the GPU span of the step.")
+    "communication) within the GPU span of the step.", scope="rank")
 STAGE_BUBBLE_PCT = _declare(
     "stage_bubble_pct", "pct", "lower",
     "On a pipeline stage: 100 × (1 − stage_compute_us / its step), the step being the longer of "
     "step_cpu_us_mean and step_gpu_span_us_mean: the part of the step in which it computes nothing (filling and "
-    "draining the pipeline, waiting for a slower stage or for its host).")
+    "draining the pipeline, waiting for a slower stage or for its host).", scope="rank")
 H2D_COUNT = _declare(
     "h2d_count", "count", None, "Host-to-device copies (Memcpy HtoD, ROCm's Host -> Device) launched in the steps.")
 H2D_BYTES = _declare("h2d_bytes", "bytes", None, "Bytes of the host-to-device copies launched in the steps.")
@@ -398,16 +402,19 @@ EXPLAINS: dict[str, tuple[Metric, ...]] = {
 }
 # A job's summary: how far its ranks spread and who holds the others up.
 EXPLAINS_JOB = (RANKS, WORLD_SIZE, STEP_SPREAD_PCT, SLOWEST_RANK, WAITED_FOR_RANK, STRAGGLER_RANK, STRAGGLER_WAIT_US,
-                COMM_WAIT_US_MAX, COLLECTIVES_UNMATCHED, P2P_UNMATCHED)
-# A pipeline's: its shape, its bubble beside the analytic one, and the stage the others wait for.
-EXPLAINS_PIPELINE = (PIPELINE_STAGES, PIPELINE_MICROBATCHES, PIPELINE_BUBBLE_PCT, PIPELINE_BUBBLE_ANALYTIC_PCT,
-                     BOTTLENECK_STAGE, BOTTLENECK_RANK, STAGE_IMBALANCE_PCT, PIPELINE_BALANCED_STEP_US)
+                COMM_WAIT_US_MAX, COLLECTIVES_UNMATCHED)
+# ... and where they apply (a value, not None): its sends and recvs, and a pipeline's shape, its bubble beside the
+# analytic one and the stage the others wait for.
+EXPLAINS_JOB_WHERE_SET = (P2P_UNMATCHED, PIPELINE_STAGES, PIPELINE_MICROBATCHES, PIPELINE_BUBBLE_PCT,
+                          PIPELINE_BUBBLE_ANALYTIC_PCT, BOTTLENECK_STAGE, BOTTLENECK_RANK, STAGE_IMBALANCE_PCT,
+                          PIPELINE_BALANCED_STEP_US)
 
 
-def explaining(verdict: str, *, job: bool = False) -> tuple[Metric, ...]:
-    """The metrics that explain ``verdict`` (a job summary's: the spread over its ranks, and a pipeline's shape)."""
+def explaining(verdict: str, *, job: bool = False, metrics: dict | None = None) -> tuple[Metric, ...]:
+    """The metrics that explain ``verdict``; a job summary's (``metrics``: its values): the spread over its ranks,
+    and its sends and recvs and pipeline where it has them."""
     if job:
-        return EXPLAINS_JOB + EXPLAINS_PIPELINE
+        return EXPLAINS_JOB + tuple(m for m in EXPLAINS_JOB_WHERE_SET if m.of(metrics or {}) is not None)
     return EXPLAINS.get(verdict, EXPLAINS["unknown"])
 
 
@@ -444,10 +451,10 @@ def gates() -> list[Metric]:
 def markdown_table() -> str:
     """The README's metric table."""
     rows = ["| metric | unit | better | definition |", "|---|---|---|---|"]
-    for scope in ("device", "job"):
+    for scope in SCOPES:
         for m in _REGISTRY.values():
             if m.scope == scope:
-                where = " (job)" if scope == "job" else ""
+                where = {"job": " (job)", "rank": " (rank)"}.get(scope, "")
                 gate = f" TL010 gate: `{m.gate}`." if m.gate else ""
                 rows.append(f"| `{m.name}`{where} | {m.unit} | {m.direction or ''} | {m.definition}{gate} |")
     return "\n".join(rows)

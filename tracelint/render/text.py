@@ -217,7 +217,7 @@ def shown_metrics(summary: TraceSummary, view: View) -> dict:
     if view.verbose:
         return summary.metrics
     job = summary.profiler is None and M.RANKS.of(summary.metrics) is not None
-    keep = {m.name for m in M.explaining(summary.verdict, job=job)}
+    keep = {m.name for m in M.explaining(summary.verdict, job=job, metrics=summary.metrics)}
     keep |= {f"{name[:-4]}_us" for name in keep if name.endswith("_pct")}  # a share is shown with its time
     return {k: v for k, v in summary.metrics.items() if k in keep}
 

@@ -52,9 +52,9 @@ def summarize_job(directory: str, members: list[Report], job: Job, config: Confi
         "collectives_unmatched": job.unmatched,
         "clock_offset_us_max": job.offset_max,
     }
-    if job.p2p_paired or job.unpaired:
-        metrics[M.P2P_MATCHED.name] = job.p2p_paired
-        metrics[M.P2P_UNMATCHED.name] = sum(u.count for u in job.unpaired)
+    p2p = bool(job.p2p_paired or job.unpaired)  # the job's sends and recvs: None without any
+    metrics[M.P2P_MATCHED.name] = job.p2p_paired if p2p else None
+    metrics[M.P2P_UNMATCHED.name] = sum(u.count for u in job.unpaired) if p2p else None
     metrics.update(_pipeline_metrics(job))
     by_rank = {r.summaries[0].rank: r for r in members}
     verdicts = {rank: Verdict(r.verdict, r.evidence) for rank, r in by_rank.items()}
@@ -80,14 +80,16 @@ def summarize_job(directory: str, members: list[Report], job: Job, config: Confi
     return Report(directory, [summary], findings, notes)
 
 
+_PIPELINE = (M.PIPELINE_STAGES, M.PIPELINE_MICROBATCHES, M.PIPELINE_BUBBLE_PCT, M.PIPELINE_BUBBLE_ANALYTIC_PCT,
+             M.BOTTLENECK_STAGE, M.BOTTLENECK_RANK, M.STAGE_IMBALANCE_PCT, M.PIPELINE_BALANCED_STEP_US)
+
+
 def _pipeline_metrics(job: Job) -> dict:
+    """The pipeline's metrics, None for a job that is no pipeline."""
     p = job.pipeline
-    if p is None:
-        return {}
-    return {M.PIPELINE_STAGES.name: len(p.stages), M.PIPELINE_MICROBATCHES.name: p.microbatches,
-            M.PIPELINE_BUBBLE_PCT.name: p.bubble_pct, M.PIPELINE_BUBBLE_ANALYTIC_PCT.name: p.analytic_pct,
-            M.BOTTLENECK_STAGE.name: p.bottleneck.index, M.BOTTLENECK_RANK.name: p.bottleneck.rank,
-            M.STAGE_IMBALANCE_PCT.name: p.imbalance_pct, M.PIPELINE_BALANCED_STEP_US.name: p.balanced_step_us}
+    values = (len(p.stages), p.microbatches, p.bubble_pct, p.analytic_pct, p.bottleneck.index, p.bottleneck.rank,
+              p.imbalance_pct, p.balanced_step_us) if p is not None else (None,) * len(_PIPELINE)
+    return dict(zip((m.name for m in _PIPELINE), values, strict=True))
 
 
 def _verdict(job: Job, by_rank: dict[int, Report], slowest: Report, slow_t: float, spread: float | None) -> Verdict:
