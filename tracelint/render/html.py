@@ -366,7 +366,7 @@ def _plain_table(title: str, columns: tuple[str, ...], rows: list[tuple]) -> str
         return ""
     head = "".join(f"<th>{h(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(f"<td class='num'>{h(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<h3>{h(title)}</h3><table class='ranks'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<h3>{h(title)}</h3><table class='detail'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 # --- findings and rule docs --------------------------------------------------------------------------------------
