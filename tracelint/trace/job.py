@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 
 from tracelint.engine import Config
 from tracelint.trace import groups, lead, p2p, pipeline
-from tracelint.trace.digest import Collective, RankDigest, step_us
+from tracelint.trace.digest import Collective, RankDigest, digest_of, step_us
 from tracelint.trace.groups import GroupStats, RankWait
 from tracelint.trace.lead import JOB, Lead
 from tracelint.trace.p2p import Unpaired
 from tracelint.trace.pipeline import Pipeline
 
-__all__ = ["CLOCK_TOLERANCE_US", "Job", "RankWait", "analyze_job", "rank_list"]
+__all__ = ["CLOCK_TOLERANCE_US", "Job", "RankDigest", "RankWait", "analyze_job", "digest_of", "rank_list"]
 
 CLOCK_TOLERANCE_US = 50.0
 
