@@ -130,11 +130,11 @@ COMM_WAIT_US = _declare(
 P2P_TIME_US = _declare(
     "p2p_time_us", "us", None,
     "Length of the union of the device's send/recv kernels in the GPU window: kernels issued by record_param_comms "
-    "sends or recvs that name their peer (tracelint.trace.comm). Only on a device with communication.", scope="rank")
+    "sends or recvs that name their peer (tracelint.trace.comm). Only on a device with such kernels.", scope="rank")
 EXPOSED_P2P_US = _declare(
     "exposed_p2p_us", "us", None,
     "The part of p2p_time_us with no compute beside it: on a pipeline stage mostly waiting for a neighbouring "
-    "stage, which overlapping cannot remove (TL601 leaves it out). Only on a device with communication.", scope="rank")
+    "stage, which overlapping cannot remove (TL601 leaves it out). Only on a device with p2p kernels.", scope="rank")
 P2P_WAIT_US = _declare(
     "p2p_wait_us", "us", "lower",
     "Per step: the union of the wait intervals of this rank's paired sends and recvs (from its kernel's start to "

@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tracelint.engine import metrics as M
-from tracelint.engine.display import Paint, format_metric
+from tracelint.engine.display import Paint, format_metric, runs
 from tracelint.engine.escape import map_strings, no_commands, terminal
 from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
 from tracelint.engine.metrics import GPU_BUSY_PCT, IDLE_CAUSES, registry
@@ -423,8 +423,9 @@ def group_rows(ranks: list[TraceSummary]) -> list[tuple]:
             continue
         for g in sorted((g for g in groups if isinstance(g, dict)), key=lambda g: str(g.get("kind"))):
             members = g.get("ranks") if isinstance(g.get("ranks"), list) else []
+            members = runs(members) if all(isinstance(r, int) for r in members) else ", ".join(map(str, members))
             whom = g.get("waits_for")
-            rows.append((s.rank, str(g.get("kind")), ", ".join(map(str, members)), ms(g.get("comm_us")),
+            rows.append((s.rank, str(g.get("kind")), members, ms(g.get("comm_us")),
                          ms(g.get("exposed_us")), ms(g.get("wait_us")), "–" if whom is None else f"rank {whom}"))
     return rows
 

@@ -23,7 +23,7 @@ communication time spent waiting for the other ranks (``comm_wait_us``) needs th
 that thread's previous communication launch, within the step — one op for a lone ``send``/``recv``, several for a
 batch (``batch_isend_irecv``, one kernel under ``nccl:coalesced``). Each send or recv names its peer (``Dst Rank`` /
 ``Src Rank``, a rank of its process group, mapped to the global rank through ``Process Group Ranks``). A kernel with
-such ops is a **p2p** kernel; a device with communication also has:
+such ops is a **p2p** kernel; a device with p2p kernels also has:
 
 - ``p2p_time_us``: the length of the union of its p2p kernels' intervals in the window;
 - ``exposed_p2p_us``: the part of ``p2p_time_us`` with no compute beside it. On a pipeline stage it is mostly the
@@ -142,9 +142,11 @@ def communication_metrics(analysis: TraceAnalysis) -> None:
     m["exposed_comm_us"] = round(exposed, 1)
     m["exposed_comm_pct"] = _pct(exposed, length)
     m["compute_busy_pct"] = _pct(compute_us, length)
-    p2p_time, p2p_exposed = _exposed([c for c in analysis.comm if c.p2p], window, compute_union)
-    m["p2p_time_us"] = round(p2p_time, 1)
-    m["exposed_p2p_us"] = round(p2p_exposed, 1)
+    p2p = [c for c in analysis.comm if c.p2p]
+    if p2p:  # metrics of scope "rank": only where they apply
+        p2p_time, p2p_exposed = _exposed(p2p, window, compute_union)
+        m["p2p_time_us"] = round(p2p_time, 1)
+        m["exposed_p2p_us"] = round(p2p_exposed, 1)
 
 
 def compute_of(analysis: TraceAnalysis) -> tuple[list[float], list[float]]:
@@ -225,9 +227,10 @@ def _pct(part: float, whole: float) -> float | None:
 
 
 def top_collective(analysis: TraceAnalysis) -> str | None:
-    """The collective that takes the most communication time on the device (for messages)."""
+    """The collective that takes the most communication time on the device (for messages), sends and recvs whose
+    peers are known aside."""
     time: dict[str, float] = {}
     for c in analysis.comm:
-        if c.collective:
+        if c.collective and not c.p2p:
             time[c.collective] = time.get(c.collective, 0.0) + (c.end - c.start)
     return max(time, key=time.__getitem__) if time else None

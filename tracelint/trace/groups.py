@@ -81,7 +81,9 @@ class GroupStats:
 
     @property
     def label(self) -> str:
-        """``tp [0, 1]``: the kind and the group's ranks (its members read when the trace names none)."""
+        """``tp [0, 1]``: the kind and the group's ranks; ``all collectives`` when the trace names no group."""
+        if self.kind == ALL:
+            return "all collectives"
         ranks = self.key[1] or self.members
         return f"{self.kind} [{', '.join(map(str, ranks))}]"
 

@@ -26,6 +26,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from tracelint.engine import Config
+from tracelint.engine.display import numbered
 from tracelint.trace import groups, lead, p2p, pipeline
 from tracelint.trace.digest import Collective, RankDigest, digest_of, step_us
 from tracelint.trace.groups import GroupStats, RankWait
@@ -111,11 +112,4 @@ def _clocks(job: Job, matched: list[dict[int, Collective]]) -> None:
 
 def rank_list(ranks: list[int]) -> str:
     """``rank 3``, ``ranks 3, 7``, ``ranks 2-127`` (runs of three or more as ranges)."""
-    runs: list[list[int]] = []
-    for r in ranks:
-        if runs and r == runs[-1][-1] + 1:
-            runs[-1].append(r)
-        else:
-            runs.append([r])
-    parts = [f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs]
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts)
+    return numbered("rank", ranks)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from tracelint.engine import Config, Finding, TraceSummary
 from tracelint.engine import metrics as M
+from tracelint.engine.display import numbered
 from tracelint.trace.job import Job, rank_list
 from tracelint.trace.report import Report
 from tracelint.trace.rule import JobRule, enabled_rules
@@ -126,8 +127,8 @@ def _pipeline_verdict(job: Job, by_rank: dict[int, Report]) -> Verdict:
     text = (f"stage {b.index} (rank {b.rank}), the bottleneck of {shape} (the stage the others wait for), computes "
             f"{100.0 - b.bubble_pct:.0f}% of its step, {than}")
     if others:
-        text += (f"; {_stage_list([s.index for s in others])} compute {_span(computes)}% and wait {_span(waits)}% "
-                 f"of their step in send/recv")
+        stages = numbered("stage", [s.index for s in others])
+        text += f"; {stages} compute {_span(computes)}% and wait {_span(waits)}% of their step in send/recv"
     text += f"; the stages compute nothing {p.bubble_pct:.0f}% of the time"
     if p.analytic_pct is not None:
         text += f", where equal stages would leave {p.analytic_pct:.0f}% (the GPipe/1F1B bubble of {shape})"
@@ -135,10 +136,6 @@ def _pipeline_verdict(job: Job, by_rank: dict[int, Report]) -> Verdict:
         return Verdict(PIPELINE_BOUND, f"pipeline-bound: {text}")
     return Verdict(own.verdict, f"{own.verdict}: a pipeline whose bottleneck stage waits on its host: {text}; "
                                 f"rank {b.rank}: {own.evidence.partition(': ')[2]}")
-
-
-def _stage_list(indexes: list[int]) -> str:
-    return rank_list(indexes).replace("rank", "stage", 1)
 
 
 def _span(values: list[float]) -> str:

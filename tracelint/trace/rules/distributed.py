@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from tracelint.engine import Config, Finding, Severity, TraceLocation
 from tracelint.engine import metrics as M
+from tracelint.engine.display import numbered
 from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.comm import top_collective
 from tracelint.trace.job import Job, rank_list
@@ -59,8 +60,6 @@ def _exposed(m: dict, collective: str | None, multi_rank: bool, config: Config) 
     own_pct = 100.0 * own_us / window_us
     if own_pct < config.threshold("exposed-comm-min-pct"):
         return None
-    if collective == "send_recv":
-        collective = None  # the largest is sends and recvs, left out: name no collective
     overlap = M.COMM_OVERLAP_PCT.of(m)
     waited = f", not counting {ms(wait_us)} per step of waiting for other ranks" if wait_us else ""
     if p2p_us:
@@ -106,7 +105,7 @@ class StragglerRank(JobRule):
                     also = f" (as do {', '.join(others)})" if others else ""
                     message = (f"rank {lead.rank} leads {lead.label} in the trace{also}, but the lead may be the "
                                "profiler's: "
-                               f"{how}; yet {_extra(lead)}: the rest is host time in profiled ops, which the "
+                               f"{how}; yet {_extra(lead, 'only ')}: the rest is host time in profiled ops, which the "
                                "profiler slows 1.5-4×, by a different amount on each rank; to check, profile with "
                                "tracelint.profile(...), which times the steps it does not record on every rank")
             loc = TraceLocation(job.path, rank=lead.rank, event=job.ranks[lead.rank].path)
@@ -128,11 +127,11 @@ class StragglerRank(JobRule):
                 f"{measured}, under straggler-min-wait-pct")
 
 
-def _extra(lead: Lead) -> str:
+def _extra(lead: Lead, only: str = "") -> str:
     """What the profiler cannot have made of a lead: the leader's extra quiet host time and compute."""
     whom = _ranks(list(lead.waiting))
-    return (f"its host runs no profiled op for a millisecond or longer {ms(lead.quiet_us)} per step more than "
-            f"{whom}'s, and its GPU computes {ms(lead.compute_us)} per step more")
+    return (f"its host sits quiet (no profiled op for a millisecond or more) {only}{ms(lead.quiet_us)} per step longer "
+            f"than {whom}'s, and its GPU computes {only}{ms(lead.compute_us)} per step more")
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -199,7 +198,7 @@ class PipelineStageImbalance(JobRule):
         step = sum(s.step_us for s in p.stages) / len(p.stages)
         span = ms(waits[0]) if round(waits[0], -2) == round(waits[-1], -2) else \
             f"{waits[0] / 1000:.1f}-{ms(waits[-1])}"
-        waited = (f"; {rank_list([s.index for s in others]).replace('rank', 'stage', 1)} wait {span} per step in "
+        waited = (f"; {numbered('stage', [s.index for s in others])} wait {span} per step in "
                   "send/recv" if others else "")
         balanced = ""
         if p.balanced_step_us is not None and p.balanced_step_us < step:
