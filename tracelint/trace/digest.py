@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from heapq import merge as merge_sorted
+from itertools import compress
+from operator import itemgetter, sub
 from typing import TYPE_CHECKING, NamedTuple
 
 from tracelint.engine import metrics as M
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 # A stretch this long with no profiled op on any launching thread is no per-op cost of the profiler (microseconds
 # per op; with_stack's Python frames tens of µs per call): the host sleeps, waits or runs un-profiled work.
 QUIET_MIN_US = 1000.0
+_START, _END = itemgetter(2), itemgetter(3)  # of an Op or a RuntimeCall
 
 
 class Collective(NamedTuple):
@@ -103,27 +105,26 @@ def _quiet_host(analysis: TraceAnalysis) -> list[float]:
     if not model.steps:
         return []
     tids = {g.launch.tid for g in analysis.gpu_events if g.launch is not None and g.step is not None}
-    calls = [c for c in model.runtime if c.tid in tids]  # a launch or a sync outside any op is no quiet time
-    ops = merge_sorted(calls, *(model.ops_on(tid)[1] for tid in tids), key=lambda op: op.start)
-    steps = model.steps
-    starts = model.step_starts
+    # The ops and runtime calls (a launch or a sync is no quiet time) of those threads. With their starts and their
+    # ends each sorted, the union of the intervals has a hole after the k-th end exactly where the (k+1)-th start
+    # comes later (all of the first k+1 intervals are over by then): sorts and maps, no loop over the events.
+    busy = [op for op in model.ops if op.tid in tids]
+    busy += [c for c in model.runtime if c.tid in tids]
+    steps, step_starts = model.steps, model.step_starts
+    starts = sorted(map(_START, busy))
+    ends = sorted(map(_END, busy))
+    starts.append(max(steps[-1].end, ends[-1] if ends else steps[-1].end))  # the stretch after the last one
+    ends.insert(0, steps[0].start)  # and the stretch before the first
+    starts.insert(0, steps[0].start)
     quiet = [0.0] * len(steps)
-    reach = -float("inf")
-
-    def add(a: float, b: float) -> None:
-        i = max(0, bisect_right(starts, a) - 1)
-        while i < len(steps) and steps[i].start < b:
-            lo, hi = max(a, steps[i].start), min(b, steps[i].end)
-            if hi - lo > 0:
-                quiet[i] += hi - lo
-            i += 1
-
-    for op in ops:
-        if op.start - reach >= QUIET_MIN_US:
-            add(max(reach, steps[0].start), op.start)
-        reach = max(reach, op.end)
-    if steps[-1].end - reach >= QUIET_MIN_US:
-        add(max(reach, steps[0].start), steps[-1].end)
+    for k in compress(range(len(ends)), map(QUIET_MIN_US.__le__, map(sub, starts[1:], ends))):
+        a, b = ends[k], starts[k + 1]
+        j = max(0, bisect_right(step_starts, a) - 1)
+        while j < len(steps) and steps[j].start < b:
+            lo, hi = max(a, steps[j].start), min(b, steps[j].end)
+            if hi > lo:
+                quiet[j] += hi - lo
+            j += 1
     return quiet
 
 
