@@ -130,7 +130,7 @@ def communication_metrics(analysis: TraceAnalysis) -> None:
     analysis.comm.sort(key=lambda c: c.start)
     w0, w1 = window
     comm_union = merge((max(g.start, w0), min(g.end, w1)) for g in comm)
-    compute_union = compute_of(analysis)
+    compute_union = analysis.memo("compute-union", lambda _: merge((max(g.start, w0), min(g.end, w1)) for g in compute))
     comm_us = sum(e - s for s, e in zip(*comm_union, strict=True))
     compute_us = sum(e - s for s, e in zip(*compute_union, strict=True))
     beside = sum(overlap(compute_union, s, e) for s, e in zip(*comm_union, strict=True))
@@ -150,7 +150,8 @@ def communication_metrics(analysis: TraceAnalysis) -> None:
 
 
 def compute_of(analysis: TraceAnalysis) -> tuple[list[float], list[float]]:
-    """The union of the device's compute intervals (every GPU event that is not communication) in its window."""
+    """The union of the device's compute intervals (every GPU event that is not communication) in its window
+    (``communication_metrics`` keeps the one it makes)."""
     def union(a: TraceAnalysis):
         if a.window is None:
             return [], []
