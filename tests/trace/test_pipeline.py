@@ -73,6 +73,7 @@ def test_a_gpu_bound_pipeline_is_pipeline_bound_on_its_last_stage(gpu_bound):
     truth = _truth(folder)
     assert job.verdict == "pipeline-bound"
     assert "stage 3 (rank 3)" in job.evidence
+    assert "run by torch.distributed.pipelining" in job.evidence  # its schedules' frames are in the stacks
     assert M.BOTTLENECK_RANK.of(job.metrics) == M.BOTTLENECK_STAGE.of(job.metrics) == truth["stages"] - 1
     assert M.PIPELINE_STAGES.of(job.metrics) == truth["stages"]
     assert M.PIPELINE_MICROBATCHES.of(job.metrics) == truth["microbatches"]

@@ -124,8 +124,9 @@ def _pipeline_verdict(job: Job, by_rank: dict[int, Report]) -> Verdict:
     shape = (f"{len(p.stages)} stages × {p.microbatches} microbatches" if p.microbatches
              else f"{len(p.stages)} stages")
     than = f"{abs(p.imbalance_pct):.0f}% {'more' if p.imbalance_pct >= 0 else 'less'} than the mean stage"
-    text = (f"stage {b.index} (rank {b.rank}), the bottleneck of {shape} (the stage the others wait for), computes "
-            f"{100.0 - b.bubble_pct:.0f}% of its step, {than}")
+    by = " run by torch.distributed.pipelining" if p.frames else ""
+    text = (f"stage {b.index} (rank {b.rank}), the bottleneck of {shape}{by} (the stage the others wait for), "
+            f"computes {100.0 - b.bubble_pct:.0f}% of its step, {than}")
     if others:
         stages = numbered("stage", [s.index for s in others])
         text += f"; {stages} compute {_span(computes)}% and wait {_span(waits)}% of their step in send/recv"
