@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 
 from tracelint.engine import Config
 from tracelint.engine.display import numbered
-from tracelint.trace import groups, lead, p2p, pipeline
+from tracelint.trace import groups, p2p, pipeline
 from tracelint.trace.digest import Collective, RankDigest, digest_of, step_us
 from tracelint.trace.groups import GroupStats, RankWait
-from tracelint.trace.lead import JOB, Lead
+from tracelint.trace.lead import JOB, Lead, judge
 from tracelint.trace.p2p import Unpaired
 from tracelint.trace.pipeline import Pipeline
 
@@ -92,7 +92,7 @@ def analyze_job(ranks: dict[int, RankDigest], config: Config | None = None) -> J
     _clocks(job, [column for _, column in matched])
     job.waits, job.groups = groups.measure_waits(job.ranks, job.offsets, matched, pairs)
     job.pipeline = pipeline.read_pipeline(job.ranks, pairs, job.waits)
-    job.leads = lead.judge(job.ranks, job.groups, job.step_us(), config, pipeline=job.pipeline is not None)
+    job.leads = judge(job.ranks, job.groups, job.step_us(), config, pipeline=job.pipeline is not None)
     return job
 
 
