@@ -27,6 +27,14 @@ def test_every_metric_a_device_report_carries_is_declared_and_every_declared_one
         assert set(analyze_trace(path).metrics) == _declared("device"), path.name
 
 
+def test_a_rank_of_a_pipeline_job_carries_every_rank_metric(multi_gpu_traces):
+    reports = [r for r in analyze_paths([multi_gpu_traces / "pp-4xh100" / "pp_gpipe_m8"]) if hasattr(r, "summaries")]
+    ranks = [r for r in reports if r.summaries[0].rank is not None]
+    assert len(ranks) == 4
+    for report in ranks:
+        assert set(report.metrics) == _declared("device") | _declared("rank"), report.path
+
+
 def test_job_summary_metrics_are_declared(public_traces):
     summaries = [r for r in analyze_paths([public_traces / "param-dlrm-8rank"]) if not r.analyses]
     assert len(summaries) == 1

@@ -35,7 +35,7 @@ from tracelint.trace import Report, analyze_trace
 from tracelint.trace.analyze import report_from_model
 from tracelint.trace.build import build_model
 
-__all__ = ["TraceBuilder", "analyze", "analyze_job"]
+__all__ = ["TraceBuilder", "analyze", "analyze_job", "pipeline_job"]
 
 Event = dict[str, Any]
 
@@ -188,6 +188,20 @@ class TraceBuilder:
         self.op("record_param_comms", start, self.now - start)
         self.now += _PYTHON_US
         return self.now
+
+    def p2p(self, kind: str, peer: int, launch_ts: float, gpu_ts: float, gpu_dur: float, *, nelems: int = 1 << 24,
+            group: str = "0", stream: int = 20) -> Event:
+        """A ``send`` (``kind="send"``) to or ``recv`` from ``peer`` (a global rank of the default group), as torch
+        2.x records it: a ``record_param_comms`` op with ``Collective name``, ``Dst Rank``/``Src Rank`` and the
+        group's ranks just before the launch, and an ``ncclDevKernel_SendRecv`` kernel whose own args carry none of
+        it (event level: the kernel runs at ``gpu_ts`` for ``gpu_dur``, waiting for its peer included)."""
+        size = (self.meta.get("distributedInfo") or {}).get("world_size", 2)
+        args = {"Collective name": kind, "Dst Rank" if kind == "send" else "Src Rank": peer,
+                "Process Group Name": group, "Process Group Ranks": str(list(range(size))),
+                "Process Group Description": "default_pg", "In msg nelems": nelems, "dtype": "BFloat16"}
+        self.op("record_param_comms", launch_ts - 3.0, 2.0, **args)
+        return self.launch("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", launch_ts, gpu_ts, gpu_dur,
+                           api="cuLaunchKernelEx", stream=stream)
 
     def item(self) -> float:
         """``tensor.item()`` on a CUDA tensor: a 4-byte device-to-host copy queued behind the stream's work, and a
@@ -364,6 +378,68 @@ def analyze_job(ranks: list[TraceBuilder], *, config: Config | None = None,
     reports = [r for r in results if isinstance(r, Report)]
     assert len(reports) == len(results), f"unreadable synthetic traces: {results}"
     return reports
+
+
+def pipeline_job(stage_us: list[float], microbatches: int, *, steps: int = 3, transfer_us: float = 20.0,
+                 nelems: int = 1 << 24) -> list[TraceBuilder]:
+    """The ranks of a GPipe pipeline, one stage each: stage ``s`` computes ``stage_us[s]`` per microbatch (a third
+    forward, the rest backward); every microbatch's activation goes down the chain and its gradient back up, as a
+    send and a recv that wait for each other and then take ``transfer_us``. Each rank's host launches a step's work
+    in a short CPU step and runs ahead; each device starts a step as soon as it is done with the last one, as in a
+    GPU-bound torch.distributed.pipelining run. Simulated exactly: stage ``s`` computes ``microbatches *
+    stage_us[s]`` per step."""
+    p = len(stage_us)
+    ranks = [TraceBuilder().device_properties().distributed(r, p) for r in range(p)]
+    for trace in ranks:
+        trace.meta["distributedInfo"]["pg_config"] = [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": p,
+                                                       "ranks": list(range(p))}]
+    gemm = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"
+    launches = 2 * microbatches * 3  # a step's launches per rank, at most: compute, send and recv per pass
+    free = [5.0 * (launches + 2)] * p  # when each device is done with what it was given: first, the first launches
+    start = 0.0
+    for number in range(1, steps + 1):
+        work = _gpipe_step(stage_us, microbatches, free, transfer_us)
+        end = start + 5.0 * (max(len(events) for events in work) + 1)
+        for trace, events in zip(ranks, work, strict=True):
+            at = start
+            for kind, gpu_start, gpu_end, peer in events:
+                at += 5.0
+                if kind == "kernel":
+                    trace.launch(gemm, at, gpu_start, gpu_end - gpu_start)
+                else:
+                    trace.p2p(kind, peer, at, gpu_start, gpu_end - gpu_start, nelems=nelems)
+            trace.step(number, start, end - start)
+        start = end + 5.0
+    return ranks
+
+
+def _gpipe_step(stage_us: list[float], microbatches: int, free: list[float], transfer_us: float) -> list[list[tuple]]:
+    """One GPipe step on the devices, each starting when it is ``free`` (updated): per stage its (kind, gpu start,
+    gpu end, peer) in order."""
+    p = len(stage_us)
+    work: list[list[tuple]] = [[] for _ in range(p)]
+
+    def compute(s: int, us: float) -> None:
+        work[s].append(("kernel", free[s], free[s] + us, None))
+        free[s] += us
+
+    def exchange(src: int, dst: int) -> None:
+        begin = max(free[src], free[dst])  # both sides there: the later start
+        work[src].append(("send", free[src], begin + transfer_us, dst))
+        work[dst].append(("recv", free[dst], begin + transfer_us, src))
+        free[src] = free[dst] = begin + transfer_us
+
+    for _ in range(microbatches):
+        for s in range(p):
+            compute(s, stage_us[s] / 3)
+            if s < p - 1:
+                exchange(s, s + 1)
+    for _ in range(microbatches):
+        for s in reversed(range(p)):
+            compute(s, stage_us[s] * 2 / 3)
+            if s > 0:
+                exchange(s, s - 1)
+    return work
 
 
 def _with_thresholds(config: Config, thresholds: Mapping[str, float] | None) -> Config:

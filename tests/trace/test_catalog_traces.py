@@ -45,6 +45,8 @@ REASONS: dict[str, Callable[[Finding, Mapping], bool]] = {
     "TL501": lambda f, config: _d(f)["kernels_per_step"] >= 50 and _d(f)["launch_delay_us"] <= 50,
     "TL601": lambda f, config: _d(f)["comm_overlap_pct"] < 10,
     "TL602": lambda f, config: _d(f)["straggler_rank"] == 1 and _d(f)["straggler_verdict"] == "cpu-bound",
+    "TL603": lambda f, config: _d(f)["stage_bubble_pct"] >= 15 and _d(f)["pipeline_bubble_analytic_pct"] > 40,
+    "TL604": lambda f, config: _d(f)["bottleneck_stage"] == 3 and _d(f)["stage_imbalance_pct"] >= 20,
 }
 
 

@@ -120,14 +120,17 @@ def test_dlrm_waits_match_a_plain_reading(public_traces):
     job = next(r for r in results if r.summaries[0].rank is None)
     for rank, report in by_rank.items():
         assert M.COMM_WAIT_US.of(report.metrics) == pytest.approx(wait[rank], abs=0.1)
-    straggler = max(caused, key=caused.get)
-    assert straggler == 7
-    assert M.STRAGGLER_RANK.of(job.metrics) == 7
+    waited_for = max(caused, key=caused.get)
+    assert waited_for == 7
+    assert M.WAITED_FOR_RANK.of(job.metrics) == 7
     assert M.STRAGGLER_WAIT_US.of(job.metrics) == pytest.approx(caused[7], abs=0.1)
     assert M.COLLECTIVES_MATCHED.of(job.metrics) == 8 and M.COLLECTIVES_UNMATCHED.of(job.metrics) == 0
     assert M.CLOCK_OFFSET_US_MAX.of(job.metrics) < 10  # one host: the collectives end together
-    assert job.verdict == by_rank[7].verdict  # the straggler's verdict is the job's
-    assert [f.code for f in job.findings] == ["TL602"]
+    # rank 7's lead shows no quiet host time and no extra compute: what the trace records does not explain it, so it
+    # may be the profiler's (tracelint.trace.lead): an info finding, no straggler named
+    assert M.STRAGGLER_RANK.of(job.metrics) is None
+    assert [(f.code, f.severity.name) for f in job.findings] == [("TL602", "INFO")]
+    assert dict(job.findings[0].details)["straggler_rank"] == 7
     # the ranks that wait are the ones with the longest steps: step time alone names the wrong rank
     assert M.SLOWEST_RANK.of(job.metrics) != 7
 

@@ -274,7 +274,7 @@ def test_a_failing_job_summary_keeps_the_ranks_reports(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(analyze, "_summarize_job", broken)
+    monkeypatch.setattr(analyze, "summarize_job", broken)
     items = list(analyze_paths([tmp_path]))
     assert sum(isinstance(i, Report) for i in items) == 2
     error = only([i for i in items if isinstance(i, InputError)])

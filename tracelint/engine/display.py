@@ -110,3 +110,19 @@ class Paint:
 
     def code(self, code: str, severity: Severity) -> str:
         return self(code, "bold", self.BY_SEVERITY[severity])
+
+
+def runs(numbers: list[int]) -> str:
+    """``3``, ``3, 7``, ``2-127``: ranks or stages, runs of three or more consecutive numbers as ranges."""
+    found: list[list[int]] = []
+    for n in numbers:
+        if found and n == found[-1][-1] + 1:
+            found[-1].append(n)
+        else:
+            found.append([n])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in found)
+
+
+def numbered(noun: str, numbers: list[int]) -> str:
+    """``rank 3``, ``ranks 3, 7``, ``stages 0-2``."""
+    return f"{noun if len(numbers) == 1 else noun + 's'} {runs(numbers)}"

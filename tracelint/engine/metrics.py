@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 UNITS = ("pct", "us", "ms", "bytes", "count", "ratio", "label", "flag")
 DIRECTIONS = ("higher", "lower", None)
+SCOPES = ("device", "rank", "job")
 
 # The parts of the idle time and of the step, in the order their metrics appear.
 IDLE_CAUSES = ("data_wait", "host_sync", "allocator", "autotune", "launch_overhead", "other", "short_gap")
@@ -36,7 +37,9 @@ class Metric:
     direction: str | None
     definition: str
     gate: str | None = None  # the TL010 threshold key that checks it ("min-…": a lower limit, "max-…": an upper one)
-    scope: str = "device"  # "device": one per device and rank; "job": the summary over the ranks of a job
+    # "device": one per device and rank, on every report; "rank": one per rank of a distributed run, only where it
+    # applies (a device with communication, a rank whose job was read); "job": the summary over the ranks of a job
+    scope: str = "device"
 
     def of(self, metrics: dict) -> object:
         """This metric's value in a metrics dict (None when absent or not applicable)."""
@@ -50,8 +53,8 @@ def _declare(name: str, unit: str, direction: str | None, definition: str, *, ga
              scope: str = "device") -> Metric:
     if name in _REGISTRY:
         raise ValueError(f"metric {name!r} declared twice")
-    if unit not in UNITS or direction not in DIRECTIONS:
-        raise ValueError(f"metric {name!r}: bad unit {unit!r} or direction {direction!r}")
+    if unit not in UNITS or direction not in DIRECTIONS or scope not in SCOPES:
+        raise ValueError(f"metric {name!r}: bad unit {unit!r}, direction {direction!r} or scope {scope!r}")
     metric = _REGISTRY[name] = Metric(name, unit, direction, " ".join(definition.split()), gate, scope)
     return metric
 
@@ -120,9 +123,46 @@ EXPOSED_COMM_US = _declare(
     "adds to the step.")
 COMM_WAIT_US = _declare(
     "comm_wait_us", "us", "lower",
-    "Per step: the time this rank's collectives spend waiting for the last rank to reach them (each matched "
-    "collective's latest start over the ranks, less this rank's start, at most its duration; "
-    "tracelint.trace.job). None without the other ranks' traces.")
+    "Per step: the time this rank's communication waits for its peers — the union of its wait intervals, each from "
+    "its kernel's start to the latest start over the ranks of a matched collective (the later start of a paired "
+    "send and recv), at most to the kernel's end (tracelint.trace.groups). A union: waits in collectives that "
+    "overlap in time count once, and never add up to more than the step. None without the other ranks' traces.")
+P2P_TIME_US = _declare(
+    "p2p_time_us", "us", None,
+    "Length of the union of the device's send/recv kernels in the GPU window: kernels issued by record_param_comms "
+    "sends or recvs that name their peer (tracelint.trace.comm). Only on a device with such kernels.", scope="rank")
+EXPOSED_P2P_US = _declare(
+    "exposed_p2p_us", "us", None,
+    "The part of p2p_time_us with no compute beside it: on a pipeline stage mostly waiting for a neighbouring "
+    "stage, which overlapping cannot remove (TL601 leaves it out). Only on a device with p2p kernels.", scope="rank")
+P2P_WAIT_US = _declare(
+    "p2p_wait_us", "us", "lower",
+    "Per step: the union of the wait intervals of this rank's paired sends and recvs (from its kernel's start to "
+    "the later start of the pair, at most to its end; tracelint.trace.p2p). Only on a rank of a job with p2p.",
+    scope="rank")
+P2P_TRANSFER_US = _declare(
+    "p2p_transfer_us", "us", None,
+    "Per step: p2p_time_us per step less p2p_wait_us — the send/recv time in which both sides are there and data "
+    "moves. Only on a rank of a job with p2p.", scope="rank")
+COMM_GROUPS = _declare(
+    "comm_groups", "label", None,
+    "One record per process group this rank communicates in (tracelint.trace.groups): group (its name), kind (tp, "
+    "dp, fsdp, pp, … from its description or what it carries), ranks, and per step comm_us (the union of the "
+    "group's kernels), exposed_us (its part with no compute beside it), wait_us (the union of this rank's wait "
+    "intervals in the group) and waits_for (the member it waits for most). Only on a rank of a job.", scope="rank")
+PIPELINE_STAGE = _declare(
+    "pipeline_stage", "label", None,
+    "The rank's stage in a pipeline-parallel job: its place down the chain of sends and recvs, 0 for the stage "
+    "that sends first (tracelint.trace.pipeline).", scope="rank")
+STAGE_COMPUTE_US = _declare(
+    "stage_compute_us", "us", None,
+    "Per step, on a pipeline stage: the union of its compute intervals (kernels, copies, memsets that are not "
+    "communication) within the GPU span of the step.", scope="rank")
+STAGE_BUBBLE_PCT = _declare(
+    "stage_bubble_pct", "pct", "lower",
+    "On a pipeline stage: 100 × (1 − stage_compute_us / its step), the step being the longer of "
+    "step_cpu_us_mean and step_gpu_span_us_mean: the part of the step in which it computes nothing (filling and "
+    "draining the pipeline, waiting for a slower stage or for its host).", scope="rank")
 H2D_COUNT = _declare(
     "h2d_count", "count", None, "Host-to-device copies (Memcpy HtoD, ROCm's Host -> Device) launched in the steps.")
 H2D_BYTES = _declare("h2d_bytes", "bytes", None, "Bytes of the host-to-device copies launched in the steps.")
@@ -261,15 +301,23 @@ WORLD_SIZE = _declare("world_size", "count", None, "The job's number of ranks (d
 SLOWEST_RANK = _declare("slowest_rank", "label", None, "The rank with the largest mean step time.", scope="job")
 FASTEST_RANK = _declare("fastest_rank", "label", None, "The rank with the smallest mean step time.", scope="job")
 VERDICTS = _declare("verdicts", "label", None, "The verdict of each rank.", scope="job")
+WAITED_FOR_RANK = _declare(
+    "waited_for_rank", "label", None,
+    "The rank the others wait for most in the trace: in the process group where that wait is largest, the member "
+    "that reaches matched collectives last with the most waiting caused (groups of sends and recvs aside), "
+    "whether its lead is the job's or maybe the profiler's (straggler_rank).", scope="job")
 STRAGGLER_RANK = _declare(
     "straggler_rank", "label", None,
-    "The rank the others wait for: the one that reaches matched collectives last, with the most waiting caused; "
-    "None when that wait is under straggler-min-wait-pct (10 %) of the mean step time (a balanced job).",
-    scope="job")
+    "The rank that holds the others up: with tracelint.profile's unprofiled record on every rank, the rank the "
+    "others wait for when their largest unprofiled wait is at least straggler-min-wait-pct (10 %) of the "
+    "unprofiled step; without it, a waited-for rank whose waiting caused and whose lead the profiler cannot have "
+    "made (its extra quiet host time and compute, tracelint.trace.lead) both reach that share of the step. None: "
+    "a balanced job, or a lead that may be the profiler's.", scope="job")
 STRAGGLER_WAIT_US = _declare(
     "straggler_wait_us", "us", "lower",
-    "Per step: the mean over the other ranks of the time they wait in collectives the straggler reaches last (the "
-    "most-waited-for rank's, when the job is balanced).", scope="job")
+    "Per step: the mean over the other ranks of a group of the time they wait for its waited-for rank (the union "
+    "of their wait intervals charged to it) — the straggler's, else the waited_for_rank's; from the unprofiled "
+    "record, the largest unprofiled wait.", scope="job")
 COMM_WAIT_US_MAX = _declare(
     "comm_wait_us_max", "us", "lower", "Largest comm_wait_us of the ranks.", scope="job")
 COLLECTIVES_MATCHED = _declare(
@@ -278,7 +326,44 @@ COLLECTIVES_MATCHED = _declare(
     "collective's name and message size.", scope="job")
 COLLECTIVES_UNMATCHED = _declare(
     "collectives_unmatched", "count", "lower",
-    "Communication kernels of the ranks that could not be matched (counts or names that disagree).", scope="job")
+    "Collective kernels of the ranks that could not be matched (counts or names that disagree).", scope="job")
+P2P_MATCHED = _declare(
+    "p2p_matched", "count", None,
+    "Sends paired with their recvs: the n-th send from one rank to another in a process group and step with the "
+    "n-th recv there, sizes agreeing (tracelint.trace.p2p).", scope="job")
+P2P_UNMATCHED = _declare(
+    "p2p_unmatched", "count", "lower",
+    "Sends and recvs over all ranks that could not be paired (the peer's trace missing, counts or sizes that "
+    "disagree); the job summary's note says which.", scope="job")
+PIPELINE_STAGES = _declare(
+    "pipeline_stages", "count", None,
+    "Stages of a pipeline-parallel job: ranks linked into one chain (or ring) by paired sends and recvs "
+    "(tracelint.trace.pipeline).", scope="job")
+PIPELINE_MICROBATCHES = _declare(
+    "pipeline_microbatches", "count", None,
+    "Microbatches per step: the activations stage 0 sends to stage 1 per step.", scope="job")
+PIPELINE_BUBBLE_PCT = _declare(
+    "pipeline_bubble_pct", "pct", "lower",
+    "The part of the stages' time in which they compute nothing: 100 × (1 − the sum of stage_compute_us / the sum "
+    "of the stages' steps); the fill and drain of the pipeline, and the stages' waits for a slower one.",
+    scope="job")
+PIPELINE_BUBBLE_ANALYTIC_PCT = _declare(
+    "pipeline_bubble_analytic_pct", "pct", None,
+    "The bubble of p equal stages and m microbatches under GPipe or 1F1B: 100 × (p − 1) / (m + p − 1); None for "
+    "a ring (looped schedule) or an unknown m.", scope="job")
+BOTTLENECK_STAGE = _declare(
+    "bottleneck_stage", "label", None,
+    "The pipeline stage the others wait for: the one that waits least in send/recv, in percent of its step (on a "
+    "GPU-bound pipeline, the stage that computes the most).", scope="job")
+BOTTLENECK_RANK = _declare("bottleneck_rank", "label", None, "The rank of the bottleneck stage.", scope="job")
+STAGE_IMBALANCE_PCT = _declare(
+    "stage_imbalance_pct", "pct", "lower",
+    "How much more the bottleneck stage computes per step than the mean stage: 100 × (its stage_compute_us / the "
+    "mean stage_compute_us − 1).", scope="job")
+PIPELINE_BALANCED_STEP_US = _declare(
+    "pipeline_balanced_step_us", "us", "lower",
+    "The step the pipeline would take with stages of equal compute: the mean stage_compute_us × (m + p − 1) / m.",
+    scope="job")
 CLOCK_OFFSET_US_MAX = _declare(
     "clock_offset_us_max", "us", None,
     "Largest clock offset between a rank and the lowest rank, estimated as the median difference of the ends of "
@@ -311,16 +396,26 @@ EXPLAINS: dict[str, tuple[Metric, ...]] = {
     "gpu-bound": (*_HEADLINE, MATMUL_TENSOR_CORE_PCT, FP32_MATMUL_OFF_TC_PCT, TENSOR_CORE_PCT, ATTENTION_PCT,
                   MEMORY_BOUND_KERNEL_PCT, H2D_PCT_OF_GPU_BUSY, EXPOSED_COMM_PCT, PEAK_MEMORY_PCT),
     "comm-bound": (*_HEADLINE, COMPUTE_BUSY_PCT, COMM_TIME_US, COMM_OVERLAP_PCT, EXPOSED_COMM_PCT, COMM_WAIT_US),
+    "pipeline-bound": (*_HEADLINE, COMPUTE_BUSY_PCT, P2P_TIME_US, EXPOSED_P2P_US, P2P_WAIT_US, P2P_TRANSFER_US,
+                       PIPELINE_STAGE, STAGE_BUBBLE_PCT),
     "unknown": (DEVICE_NAME, GPU_EVENTS, HAS_STEPS, STEPS, GPU_WINDOW_US),
 }
 # A job's summary: how far its ranks spread and who holds the others up.
-EXPLAINS_JOB = (RANKS, WORLD_SIZE, STEP_SPREAD_PCT, SLOWEST_RANK, STRAGGLER_RANK, STRAGGLER_WAIT_US, COMM_WAIT_US_MAX,
-                COLLECTIVES_UNMATCHED)
+EXPLAINS_JOB = (RANKS, WORLD_SIZE, STEP_SPREAD_PCT, SLOWEST_RANK, WAITED_FOR_RANK, STRAGGLER_RANK, STRAGGLER_WAIT_US,
+                COMM_WAIT_US_MAX, COLLECTIVES_UNMATCHED)
+# ... and where they apply (a value, not None): its sends and recvs, and a pipeline's shape, its bubble beside the
+# analytic one and the stage the others wait for.
+EXPLAINS_JOB_WHERE_SET = (P2P_UNMATCHED, PIPELINE_STAGES, PIPELINE_MICROBATCHES, PIPELINE_BUBBLE_PCT,
+                          PIPELINE_BUBBLE_ANALYTIC_PCT, BOTTLENECK_STAGE, BOTTLENECK_RANK, STAGE_IMBALANCE_PCT,
+                          PIPELINE_BALANCED_STEP_US)
 
 
-def explaining(verdict: str, *, job: bool = False) -> tuple[Metric, ...]:
-    """The metrics that explain ``verdict`` (a job summary's: the spread over its ranks)."""
-    return EXPLAINS_JOB if job else EXPLAINS.get(verdict, EXPLAINS["unknown"])
+def explaining(verdict: str, *, job: bool = False, metrics: dict | None = None) -> tuple[Metric, ...]:
+    """The metrics that explain ``verdict``; a job summary's (``metrics``: its values): the spread over its ranks,
+    and its sends and recvs and pipeline where it has them."""
+    if job:
+        return EXPLAINS_JOB + tuple(m for m in EXPLAINS_JOB_WHERE_SET if m.of(metrics or {}) is not None)
+    return EXPLAINS.get(verdict, EXPLAINS["unknown"])
 
 
 def registry() -> dict[str, Metric]:
@@ -356,10 +451,10 @@ def gates() -> list[Metric]:
 def markdown_table() -> str:
     """The README's metric table."""
     rows = ["| metric | unit | better | definition |", "|---|---|---|---|"]
-    for scope in ("device", "job"):
+    for scope in SCOPES:
         for m in _REGISTRY.values():
             if m.scope == scope:
-                where = " (job)" if scope == "job" else ""
+                where = {"job": " (job)", "rank": " (rank)"}.get(scope, "")
                 gate = f" TL010 gate: `{m.gate}`." if m.gate else ""
                 rows.append(f"| `{m.name}`{where} | {m.unit} | {m.direction or ''} | {m.definition}{gate} |")
     return "\n".join(rows)

@@ -42,15 +42,19 @@ from tracelint.render._page import (
 )
 from tracelint.render._verify import verify_block
 from tracelint.render.text import (
+    GROUP_COLUMNS,
     RANK_COLUMNS,
+    STAGE_COLUMNS,
     View,
     count_line,
     findings_by_trace,
+    group_rows,
     headline,
     ordered_metrics,
     rank_rows,
     shown_metrics,
     source_line,
+    stage_rows,
 )
 
 SNIPPET_CONTEXT = 2  # source lines shown above and below a finding's line
@@ -61,7 +65,8 @@ _CAUSE_WORDS = {
     "autotune": "algorithm search", "launch_overhead": "launch overhead", "other": "host outside ops",
     "short_gap": "short gaps",
 }
-_VERDICT_CLASS = {"input-bound": "v-input", "cpu-bound": "v-cpu", "gpu-bound": "v-gpu", "comm-bound": "v-comm"}
+_VERDICT_CLASS = {"input-bound": "v-input", "cpu-bound": "v-cpu", "gpu-bound": "v-gpu", "comm-bound": "v-comm",
+                  "pipeline-bound": "v-comm"}
 
 
 def render(result: RunResult) -> str:
@@ -345,12 +350,23 @@ def _job_section(page: Page, summary: TraceSummary, ranks: list[TraceSummary], f
     out = [f"<section class='card job'><h2>{h(summary.path)} — job of {len(ranks)} ranks <span class='badge "
            f"{_VERDICT_CLASS.get(summary.verdict, '')}'>{h(summary.verdict)}</span></h2>",
            f"<p class='evidence'>{h(verdict_line(summary))}</p>", _metric_tiles(summary),
-           f"<table class='ranks'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>", chart]
+           f"<table class='ranks'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
+           _plain_table("Pipeline stages", STAGE_COLUMNS, stage_rows(ordered)),
+           _plain_table("Process groups", GROUP_COLUMNS, group_rows(ordered)), chart]
     out.extend(f"<p class='note'>note: {h(w)}</p>" for w in summary.warnings)
     if findings:
         out.append(f"<h3>Findings ({len(findings)})</h3>" + _findings(page, findings))
     out.append("</section>")
     return "".join(out)
+
+
+def _plain_table(title: str, columns: tuple[str, ...], rows: list[tuple]) -> str:
+    """A titled table of text rows (empty when there are none): a job's stages, its process groups per rank."""
+    if not rows:
+        return ""
+    head = "".join(f"<th>{h(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td class='num'>{h(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<h3>{h(title)}</h3><table class='detail'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 # --- findings and rule docs --------------------------------------------------------------------------------------

@@ -37,9 +37,11 @@ decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 an
       }],
       "traces": [{                     # one per trace file and rank
         "path": str, "rank": int | null,
-        "verdict": str,                # input-bound | cpu-bound | gpu-bound | comm-bound | unknown
+        "verdict": str,                # input-bound | cpu-bound | gpu-bound | comm-bound | pipeline-bound | unknown
         "evidence": str,               # one sentence with the numbers behind the verdict
-        "metrics": {str: any},         # snake_case names carrying their unit: gpu_busy_pct, peak_memory_bytes, ...
+        "metrics": {str: any},         # snake_case names carrying their unit: gpu_busy_pct, peak_memory_bytes, ...;
+                                       # a rank of a job has comm_groups, a record per process group (kind, ranks,
+                                       # comm_us, exposed_us, wait_us, waits_for): tracelint.engine.metrics
         "warnings": [str],
         "profiler": {                  # what the profiler recorded (null on a job summary)
           "with_stack": bool | null, "record_shapes": bool | null, "profile_memory": bool | null,

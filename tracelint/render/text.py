@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tracelint.engine import metrics as M
-from tracelint.engine.display import Paint, format_metric
+from tracelint.engine.display import Paint, format_metric, runs
 from tracelint.engine.escape import map_strings, no_commands, terminal
 from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
 from tracelint.engine.metrics import GPU_BUSY_PCT, IDLE_CAUSES, registry
@@ -217,7 +217,7 @@ def shown_metrics(summary: TraceSummary, view: View) -> dict:
     if view.verbose:
         return summary.metrics
     job = summary.profiler is None and M.RANKS.of(summary.metrics) is not None
-    keep = {m.name for m in M.explaining(summary.verdict, job=job)}
+    keep = {m.name for m in M.explaining(summary.verdict, job=job, metrics=summary.metrics)}
     keep |= {f"{name[:-4]}_us" for name in keep if name.endswith("_pct")}  # a share is shown with its time
     return {k: v for k, v in summary.metrics.items() if k in keep}
 
@@ -312,6 +312,9 @@ def _trace_block(summary: TraceSummary, findings: list[Finding], paint: Paint, v
     if ranks:
         lines.extend(rank_table(ranks))
         lines.append("")
+        for table in (stage_table(ranks), group_table(ranks)):
+            if table:
+                lines.extend([*table, ""])
     if view.verbose or not in_job:  # a rank of a job: its row of the job's rank table says it
         lines.extend(metrics_table(shown_metrics(summary, view)))
     lines.extend(f"  {paint('note', 'dim')}: {w}" for w in summary.warnings)
@@ -370,6 +373,69 @@ def rank_rows(ranks: list[TraceSummary]) -> list[tuple]:
                      share(M.COMM_OVERLAP_PCT.of(m)), per_step(m, M.EXPOSED_COMM_US.of(m)),
                      "–" if wait is None else f"{wait / 1000:.1f}"))
     return rows
+
+
+STAGE_COLUMNS = ("stage", "rank", "compute ms", "bubble", "p2p ms", "p2p wait ms", "transfer ms")
+
+
+def stage_table(ranks: list[TraceSummary], indent: str = "  ") -> list[str]:
+    """A pipeline's stages, in order (none when the job is no pipeline): per step the stage's compute, the part of
+    its step it computes nothing, its send/recv time, the wait in it and the transfer (ms)."""
+    rows = stage_rows(ranks)
+    return _table(rows, STAGE_COLUMNS, indent) if rows else []
+
+
+def stage_rows(ranks: list[TraceSummary]) -> list[tuple]:
+    def ms(value) -> str:
+        return "–" if value is None else f"{value / 1000:.1f}"
+
+    rows = []
+    for s in sorted((s for s in ranks if M.PIPELINE_STAGE.of(s.metrics) is not None),
+                    key=lambda s: M.PIPELINE_STAGE.of(s.metrics)):
+        m = s.metrics
+        bubble = M.STAGE_BUBBLE_PCT.of(m)
+        p2p = M.P2P_TIME_US.of(m)
+        rows.append((M.PIPELINE_STAGE.of(m), s.rank, ms(M.STAGE_COMPUTE_US.of(m)),
+                     "–" if bubble is None else f"{bubble:.0f}%",
+                     ms(None if p2p is None else p2p / max(1, M.STEPS.of(m) or 1)), ms(M.P2P_WAIT_US.of(m)),
+                     ms(M.P2P_TRANSFER_US.of(m))))
+    return rows
+
+
+GROUP_COLUMNS = ("rank", "group", "ranks", "comm ms", "exposed ms", "wait ms", "waits for")
+
+
+def group_table(ranks: list[TraceSummary], indent: str = "  ") -> list[str]:
+    """A row per process group per rank (the ranks' ``comm_groups``): per step its communication time in the
+    group, the exposed part, its wait there (ms) and the member it waits for most."""
+    rows = group_rows(ranks)
+    return _table(rows, GROUP_COLUMNS, indent) if rows else []
+
+
+def group_rows(ranks: list[TraceSummary]) -> list[tuple]:
+    def ms(value) -> str:
+        return "–" if value is None else f"{value / 1000:.1f}"
+
+    rows = []
+    for s in sorted(ranks, key=lambda s: (s.rank is None, s.rank)):
+        groups = M.COMM_GROUPS.of(s.metrics)
+        if not isinstance(groups, list):
+            continue
+        for g in sorted((g for g in groups if isinstance(g, dict)), key=lambda g: str(g.get("kind"))):
+            members = g.get("ranks") if isinstance(g.get("ranks"), list) else []
+            members = runs(members) if all(isinstance(r, int) for r in members) else ", ".join(map(str, members))
+            whom = g.get("waits_for")
+            rows.append((s.rank, str(g.get("kind")), members, ms(g.get("comm_us")),
+                         ms(g.get("exposed_us")), ms(g.get("wait_us")), "–" if whom is None else f"rank {whom}"))
+    return rows
+
+
+def _table(rows: list[tuple], headers: tuple[str, ...], indent: str) -> list[str]:
+    from tabulate import tabulate
+
+    text = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
+                    colalign=tuple("left" if h in ("group", "ranks", "waits for") else "right" for h in headers))
+    return [indent + line.rstrip() for line in text.splitlines()]
 
 
 def finding_lines(finding: Finding, paint: Paint, view: View) -> list[str]:

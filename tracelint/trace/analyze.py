@@ -28,64 +28,28 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tracelint.engine import Config, Finding, InputError, TraceSummary, discover
-from tracelint.engine import metrics as M
+from tracelint.engine import Config, Finding, InputError, TraceSummary
 from tracelint.trace import pool
 from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.build import build_model, problem_warnings
+from tracelint.trace.digest import RankDigest, digest_of
 from tracelint.trace.files import Skipped
 from tracelint.trace.filetext import TraceReadError
-from tracelint.trace.job import Job, RankDigest, RankWait, analyze_job, digest_of, rank_list
+from tracelint.trace.job import Job, RankWait, analyze_job, rank_list
+from tracelint.trace.job_summary import summarize_job
 from tracelint.trace.load import NotATrace, open_trace
 from tracelint.trace.metrics import analyze_device
 from tracelint.trace.model import TraceModel
-from tracelint.trace.rule import JobRule, TraceRule
+from tracelint.trace.report import Report
+from tracelint.trace.rule import JobRule, TraceRule, enabled_rules
 from tracelint.trace.timeline import timeline_of
 from tracelint.trace.verdict import Verdict, decide
 
 _SAME_JOB_SECONDS = 600.0
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """What one trace file (or one multi-rank directory) gives: per-rank summaries, findings, warnings."""
-
-    path: str
-    summaries: list[TraceSummary]
-    findings: list[Finding] = field(default_factory=list)
-    warnings: tuple[str, ...] = ()
-    # Empty for a job summary, and for a rank analyzed in a worker process (or with keep_analyses=False).
-    analyses: list[TraceAnalysis] = field(default_factory=list, repr=False)
-    truncated: bool = False  # the file ends early (a killed run): its last step is partial
-    # How the report shows itself in Jupyter, (summaries, findings) -> HTML: the output layer's, handed down by the
-    # caller above it (the trace half does not know how a report looks).
-    html: Callable[[list[TraceSummary], list[Finding]], str] | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def verdict(self) -> str:
-        return self.summaries[0].verdict
-
-    @property
-    def evidence(self) -> str:
-        return self.summaries[0].evidence
-
-    @property
-    def metrics(self) -> dict:
-        return self.summaries[0].metrics
-
-    def _repr_html_(self) -> str | None:
-        """Jupyter shows a Report through ``html`` (the public ``tracelint.analyze_trace`` hands it the HTML report's
-        notebook frame); without one, Jupyter falls back to the repr."""
-        if self.html is None:
-            return None
-        # a summary and its device's analysis share their index (a job summary has no analyses)
-        summaries = [s if s.timeline is not None or i >= len(self.analyses) else
-                     replace(s, timeline=timeline_of(self.analyses[i])) for i, s in enumerate(self.summaries)]
-        return self.html(summaries, self.findings)
 
 
 @dataclass(slots=True)
@@ -182,13 +146,9 @@ def _devices_by_activity(model: TraceModel) -> list[int]:
     return sorted(busy, key=lambda d: (-busy[d], d))
 
 
-def _rules(config: Config, base: type) -> list:
-    return [cls() for cls in discover("tracelint.trace.rules", base) if config.enabled(cls.code)]
-
-
 def _run_rules(analyses: list[TraceAnalysis], verdicts: list[Verdict],
                config: Config) -> tuple[list[Finding], tuple[int, ...]]:
-    rules = [rule for rule in _rules(config, TraceRule) if not isinstance(rule, JobRule)]
+    rules = [rule for rule in enabled_rules(config, TraceRule) if not isinstance(rule, JobRule)]
     seen: set[tuple] = set()
     found: list[tuple[Finding, bool]] = []  # and whether the job may change it
 
@@ -256,9 +216,11 @@ def _in_job(done: Analyzed, job: Job, config: Config, job_aware: dict) -> Report
     if wait is None:  # its collectives were not matched: what it was alone
         return report
     head = report.summaries[0]
-    head.metrics[M.COMM_WAIT_US.name] = wait.wait_us
+    if head.metrics is not d.metrics:  # the job set the rank's waits and stage in the digest's
+        head.metrics.update(d.metrics)
+    stage = job.pipeline.stage_of(d.rank) if job.pipeline is not None else None
     verdict = decide(head.metrics, config, cpu_only=d.cpu_only, truncated=d.truncated, wait=wait,
-                     recording=d.recording)
+                     recording=d.recording, stage=stage)
     summaries = [replace(head, verdict=verdict.kind, evidence=verdict.evidence), *report.summaries[1:]]
     findings: list[Finding] = []
     for i, finding in enumerate(report.findings):
@@ -381,7 +343,8 @@ def _judge_jobs(analyzed: list[Analyzed], failed: dict[str, list[str]],
         except Exception as exc:  # the ranks are still judged, each on its own
             yield internal_error(directory, exc, "matching the ranks of a job")
     reports: dict[int, Report] = {}
-    job_aware = {rule.code: rule for rule in _rules(config, TraceRule) if hasattr(rule, "in_job")} if jobs else {}
+    job_aware = ({rule.code: rule for rule in enabled_rules(config, TraceRule) if hasattr(rule, "in_job")}
+                 if jobs else {})
     for one in analyzed:
         job = job_of.get(id(one))
         try:
@@ -394,7 +357,7 @@ def _judge_jobs(analyzed: list[Analyzed], failed: dict[str, list[str]],
         if not all(id(r) in reports for r in ranks):
             continue
         try:
-            summary = _summarize_job(directory, [reports[id(r)] for r in ranks], job, config,
+            summary = summarize_job(directory, [reports[id(r)] for r in ranks], job, config,
                                      _missing(job, failed.get(directory, [])))
         except Exception as exc:  # the ranks' Reports are out already
             yield internal_error(directory, exc, "summarizing the job")
@@ -450,67 +413,3 @@ def job_members(reads: list[Analyzed]) -> list[Analyzed]:
             continue
         return members
     return []
-
-
-def _summarize_job(directory: str, members: list[Report], job: Job, config: Config,
-                   missing: str | None = None) -> Report:
-    """The job summary: spread of the ranks, the straggler, and the job rules' findings; ``missing``: the note on
-    the ranks without a Report."""
-    def step_time(report: Report) -> float:
-        m = report.metrics
-        return M.STEP_CPU_US_MEAN.of(m) or M.STEP_GPU_SPAN_US_MEAN.of(m) or 0.0
-
-    ordered = sorted(members, key=step_time)
-    fastest, slowest = ordered[0], ordered[-1]
-    slow_t, fast_t = step_time(slowest), step_time(fastest)
-    spread = round(100.0 * (slow_t - fast_t) / fast_t, 1) if fast_t else None
-    busy = [M.GPU_BUSY_PCT.of(r.metrics) for r in members if M.GPU_BUSY_PCT.of(r.metrics) is not None]
-    waits = [w.wait_us for w in job.waits.values()]
-    metrics = {
-        "ranks": len(members),
-        "world_size": job.ranks[slowest.summaries[0].rank].world_size,
-        "slowest_rank": slowest.summaries[0].rank,
-        "fastest_rank": fastest.summaries[0].rank,
-        "step_cpu_us_max": slow_t,
-        "step_cpu_us_min": fast_t,
-        "step_spread_pct": spread,
-        "gpu_busy_pct_min": min(busy) if busy else None,
-        "gpu_busy_pct_max": max(busy) if busy else None,
-        "verdicts": {r.summaries[0].rank: r.verdict for r in members},
-        "straggler_rank": job.straggler,
-        "straggler_wait_us": job.straggler_wait_us,
-        "comm_wait_us_max": max(waits) if waits else None,
-        "collectives_matched": job.matched,
-        "collectives_unmatched": job.unmatched,
-        "clock_offset_us_max": job.offset_max,
-    }
-    by_rank = {r.summaries[0].rank: r for r in members}
-    verdicts = {rank: Verdict(r.verdict, r.evidence) for rank, r in by_rank.items()}
-    if job.straggler is not None:
-        straggler = by_rank[job.straggler]
-        others = [r for r in by_rank if r != job.straggler]
-        whom = f"rank {others[0]}" if len(others) == 1 else f"the other {len(others)} ranks"
-        verb = "waits" if len(others) == 1 else "wait"
-        where = {w.collective for w in job.waits.values() if w.waits_for == job.straggler and w.collective}
-        verdict = straggler.verdict
-        evidence = (f"{verdict}: rank {job.straggler} is the straggler: {whom} {verb} for it "
-                    f"{job.straggler_wait_us / 1000:.1f} ms per step{' in ' + '/'.join(sorted(where)) if where else ''}"
-                    f"; rank {job.straggler}: {straggler.evidence.partition(': ')[2]}")
-    else:
-        verdict = slowest.verdict
-        evidence = (f"{verdict}: slowest of {len(members)} ranks is rank {metrics['slowest_rank']} "
-                    f"({slow_t / 1000:.1f} ms per step, {spread if spread is not None else '?'}% over the fastest); "
-                    f"{slowest.evidence.partition(': ')[2]}")
-    notes: tuple[str, ...] = (missing,) if missing else ()
-    if job.aligned:
-        notes += (f"the ranks' clocks disagree by up to {job.offset_max / 1000:.2f} ms (several hosts): starts were "
-                  "aligned on the ends of the matched collectives",)
-    findings: list[Finding] = []
-    for rule in _rules(config, JobRule):
-        for finding in rule.check_job(job, verdicts, config):
-            kept = config.apply(finding)
-            if kept is not None:
-                findings.append(kept)
-    findings.sort(key=Finding.sort_key)
-    summary = TraceSummary(directory, verdict, evidence, metrics, rank=None, warnings=notes)
-    return Report(directory, [summary], findings, notes)

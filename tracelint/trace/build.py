@@ -14,11 +14,13 @@ from operator import itemgetter
 from tracelint.trace.collect import by_start, collect, int64
 from tracelint.trace.model import (
     CollectiveArgs,
+    CommOp,
     DeviceProps,
     Frame,
     GpuEvent,
     MemorySample,
     Op,
+    ProcessGroup,
     RuntimeCall,
     ShapedOp,
     Step,
@@ -50,7 +52,8 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
             else:
                 model.problems[key] = (count, first + offset)
         offset += seen
-    steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, annotations, ranges, shaped = lists[:-1]
+    (steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, annotations, ranges, shaped, comm_ops,
+     pipelining) = lists[:-1]
     meta = meta_source() if meta_source else {}
     meta = meta if isinstance(meta, dict) else {}
     _read_meta(model, meta)
@@ -62,6 +65,9 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
         model.device_agents = {ordinal: agent for agent, ordinal in ordinals.items()}
     _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory)
     model.collectives = {c[0]: CollectiveArgs(*c[1:]) for c in comms if c[0] is not None}
+    comm_ops.sort(key=itemgetter(1))
+    model.comm_ops = _records(CommOp, comm_ops)
+    model.pipelining_frames = sum(pipelining)
     model.annotations = frozenset(annotations)
     shaped.sort(key=by_start)
     model.shaped_ops = _records(ShapedOp, shaped)
@@ -178,6 +184,7 @@ def _read_meta(model: TraceModel, meta: dict) -> None:
     if isinstance(dist, dict):
         model.rank = _count(dist.get("rank"), problems, "distributedInfo.rank")
         model.world_size = _count(dist.get("world_size"), problems, "distributedInfo.world_size")
+        model.process_groups = _process_groups(dist.get("pg_config"))
     elif dist is not None:
         problems.append(f"ignored `distributedInfo`: a {_json_type(dist)}, not an object")
     model.base_time_ns = int64(meta.get("baseTimeNanoseconds"))
@@ -194,6 +201,24 @@ def _read_meta(model: TraceModel, meta: dict) -> None:
         model.tracelint_record = record
     elif record is not None:
         problems.append(f"ignored `tracelint`: a {_json_type(record)}, not an object")
+
+
+def _process_groups(config) -> dict[str, ProcessGroup]:
+    """``distributedInfo.pg_config``: ``[{"pg_name": "1", "pg_desc": "mesh_dp", "ranks": [0, 2], ...}]``; entries
+    of another shape are left out (the groups are also named on each collective)."""
+    groups: dict[str, ProcessGroup] = {}
+    for entry in config if isinstance(config, list) else ():
+        if not isinstance(entry, dict):
+            continue
+        name, desc, ranks = entry.get("pg_name"), entry.get("pg_desc"), entry.get("ranks")
+        name = name if isinstance(name, str) else None if int64(name) is None else str(int64(name))
+        if name is None or not isinstance(ranks, list) or len(ranks) > 1 << 20:
+            continue
+        ranks = tuple(int64(r) for r in ranks)
+        if None in ranks:
+            continue
+        groups[name] = ProcessGroup(name, desc if isinstance(desc, str) else None, ranks)
+    return groups
 
 
 def _count(value, problems: list[str], field: str) -> int | None:

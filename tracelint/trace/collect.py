@@ -19,6 +19,8 @@ from operator import itemgetter
 from tracelint.trace.kernels import collective_name
 from tracelint.trace.model import GEMM_OPS, KERNEL, MEMCPY, MEMSET
 
+COMM_OP = "record_param_comms"  # the CPU op c10d records each collective and send/recv with (model.CommOp)
+
 _GPU_KIND = {
     "kernel": KERNEL, "Kernel": KERNEL,
     "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,
@@ -67,6 +69,19 @@ def parse_user_frame(name: str) -> tuple[str, int, str] | None:
     if m is None or is_library_file(m.group("file")):
         return None
     return m.group("file"), int(m.group("line")), m.group("func")
+
+
+PIPELINING = "pipelining"  # what _frame gives for a frame of torch.distributed.pipelining
+
+
+@lru_cache(maxsize=65536)
+def _frame(name: str) -> tuple[str, int, str] | str | None:
+    """A python_function frame's user-code (file, line, function), PIPELINING for a frame of torch's pipelining
+    schedules and stages (counted: the trace of a pipeline stage), else None."""
+    user = parse_user_frame(name)
+    if user is None and "torch/distributed/pipelining/" in name.replace("\\", "/"):
+        return PIPELINING
+    return user
 
 
 # ---- reading events: every field is untrusted ---------------------------------------------------------------------
@@ -158,12 +173,51 @@ def _shapes(args: dict) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]] |
 
 def _collective_args(args: dict, correlation: int | None) -> tuple:
     """(correlation, *CollectiveArgs) of a kernel's args, tolerant of any value."""
-    name = args.get("Collective name")
-    group = args.get("Process Group Name")
     dtype = args.get("dtype")
-    return (correlation, collective_name(name) if isinstance(name, str) else None,
-            group if isinstance(group, str) else _int_str(group), int64(args.get("In msg nelems")),
-            int64(args.get("Out msg nelems")), dtype if isinstance(dtype, str) else None, int64(args.get("Group size")))
+    return (correlation, _collective(args.get("Collective name")), _group(args.get("Process Group Name")),
+            int64(args.get("In msg nelems")), int64(args.get("Out msg nelems")),
+            dtype if isinstance(dtype, str) else None, int64(args.get("Group size")),
+            _text(args.get("Process Group Description")), _rank_list(args.get("Process Group Ranks")))
+
+
+_P2P_WORDS = frozenset({"send", "recv", "wait"})  # record_param_comms names no collective spelling covers
+
+
+def _comm_op(tid, ts, args: dict) -> tuple:
+    """The plain tuple of a ``record_param_comms`` op (model.CommOp), tolerant of any value."""
+    what = _collective(args.get("Collective name"))
+    peer = args.get("Dst Rank") if what == "send" else args.get("Src Rank") if what == "recv" else None
+    return (tid, ts + 0.0, what, _group(args.get("Process Group Name")), int64(peer),
+            int64(args.get("In msg nelems")), _text(args.get("Process Group Description")),
+            _rank_list(args.get("Process Group Ranks")))
+
+
+def _collective(name) -> str | None:
+    if not isinstance(name, str):
+        return None
+    return name if name in _P2P_WORDS else collective_name(name)
+
+
+def _group(group) -> str | None:
+    return group if isinstance(group, str) else _int_str(group)
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@lru_cache(maxsize=1024)
+def _ranks_of(text: str) -> tuple[int, ...] | None:
+    """``"[0, 1, 2, 3]"`` as a tuple; None for anything else (or an empty list: c10d writes ``[]`` on a wait)."""
+    parts = text.strip().removeprefix("[").removesuffix("]").split(",")
+    ranks = tuple(int64(p) for p in parts if p.strip())
+    return ranks if ranks and None not in ranks and len(ranks) <= 1 << 20 else None
+
+
+def _rank_list(value) -> tuple[int, ...] | None:
+    if isinstance(value, list):
+        value = str(value)
+    return _ranks_of(value) if isinstance(value, str) and len(value) < 1 << 16 else None
 
 
 by_start = itemgetter(2)  # the start of an Op, RuntimeCall or SyncEvent (or of their plain tuples)
@@ -174,12 +228,14 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     build and to pickle between processes; build.py makes them records): steps, ops, runtime calls, raw GPU
     events, syncs, frames, memory samples, the collective args of communication kernels (``_collective_args``), the
     names of annotation ops, the counter names of each CUPTI range-profiler event, the GEMM ops with their input
-    shapes (ShapedOp), and (events seen, {reason:
+    shapes (ShapedOp), the ``record_param_comms`` ops (CommOp), the count of torch.distributed.pipelining frames, and
+    (events seen, {reason:
     [count, index of the first event]}) of the events dropped or partly ignored."""
     names: dict = {}  # str -> str (and a range's counter names -> themselves)
     intern = names.setdefault
-    ops, runtime, gpu_raw, syncs, frames, memory, steps, comms, ranges, shaped = ([] for _ in range(10))
-    gemm_ops = GEMM_OPS
+    ops, runtime, gpu_raw, syncs, frames, memory, steps, comms, ranges, shaped, comm_ops = ([] for _ in range(11))
+    pipelining = [0]  # frames of torch.distributed.pipelining (one count per part of a parallel read)
+    watched = GEMM_OPS | {COMM_OP}
     annotations: set[str] = set()
     stacks: dict[str, str | None] = {}  # "Call stack" arg -> its innermost user frame
     problems: dict[tuple[str, bool], list[int]] = {}
@@ -276,13 +332,17 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                 ops.append((intern(name, name), tid, ts, end, None if stack is None else stack_of(stack)))
                 if name in GEMM_OPS and (found := _shapes(args)) is not None:
                     shaped.append((intern(name, name), tid, ts, end, *found))
+                elif name == COMM_OP:
+                    comm_ops.append(_comm_op(tid, ts, args))
                 if kind == _ANNOTATION:
                     annotations.add(name)
             elif kind == _RUNTIME:
                 runtime.append((intern(name, name), tid, ts, end, _correlation(args, e)))
             elif kind == _PYFRAME:
-                user = parse_user_frame(name) if "): " in name else None
-                if user is not None:
+                user = _frame(name) if "): " in name else None
+                if user is PIPELINING:
+                    pipelining[0] += 1
+                elif user is not None:
                     frames.append((tid, ts, end, *user))
         except _Bad as bad:
             note(bad.args[0], e, dropped=True)
@@ -318,7 +378,10 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                 if kind == _PYFRAME:
                     # Most frames are library code, dropped on their name: only user frames have their fields read.
                     name = e["name"]
-                    if "): " not in name or (user := parse_user_frame(name)) is None:
+                    if "): " not in name or (user := _frame(name)) is None:
+                        continue
+                    if user is PIPELINING:
+                        pipelining[0] += 1
                         continue
                     ts = e["ts"] + 0.0
                     dur = e["dur"]
@@ -347,8 +410,11 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                         add_op((intern(name, name), tid, ts, ts + dur, stack_of(stack)))
                     else:
                         add_op((intern(name, name), tid, ts, ts + dur, None))
-                    if name in gemm_ops and (found := _shapes(args)) is not None:
-                        shaped.append((intern(name, name), tid, ts + 0.0, ts + dur, *found))
+                    if name in watched:  # one set lookup per op for the few names read further
+                        if name == COMM_OP:
+                            comm_ops.append(_comm_op(tid, ts, args))
+                        elif (found := _shapes(args)) is not None:
+                            shaped.append((intern(name, name), tid, ts + 0.0, ts + dur, *found))
                     if kind == _ANNOTATION:
                         annotations.add(name)
                     continue
@@ -407,6 +473,7 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     frames.sort(key=itemgetter(1))
     memory.sort(key=itemgetter(0))
     shaped.sort(key=by_start)
+    comm_ops.sort(key=itemgetter(1))
     return (steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, sorted(annotations), ranges, shaped,
-            (seen, {key: tuple(v) for key, v in problems.items()}))
+            comm_ops, pipelining, (seen, {key: tuple(v) for key, v in problems.items()}))
 

@@ -133,6 +133,31 @@ class CollectiveArgs(NamedTuple):
     out_nelems: int | None
     dtype: str | None
     group_size: int | None
+    group_desc: str | None = None  # ``Process Group Description``: default_pg, mesh_tp, mesh_dp, ...
+    group_ranks: tuple[int, ...] | None = None  # ``Process Group Ranks``: the group's global ranks
+
+
+class CommOp(NamedTuple):
+    """A ``record_param_comms`` CPU op: what c10d records of a collective or point-to-point call when it issues it.
+    A send/recv kernel's own args carry none of this (torch 2.11): it is reached through the op that launched it
+    (tracelint.trace.comm)."""
+
+    tid: object
+    start: float
+    collective: str | None  # send, recv, all_reduce, ... (collective_name of ``Collective name``), wait
+    group: str | None
+    peer: int | None  # ``Dst Rank`` of a send, ``Src Rank`` of a recv: a rank of the group, as c10d numbers it
+    in_nelems: int | None
+    group_desc: str | None
+    group_ranks: tuple[int, ...] | None
+
+
+class ProcessGroup(NamedTuple):
+    """One entry of ``distributedInfo.pg_config``."""
+
+    name: str
+    desc: str | None  # default_pg, mesh_tp, ...
+    ranks: tuple[int, ...]
 
 
 class Frame(NamedTuple):
@@ -185,6 +210,9 @@ class TraceModel:
     devices: dict[int, DeviceProps] = field(default_factory=dict)  # by HIP/CUDA ordinal, as deviceProperties lists
     device_agents: dict[int, int] = field(default_factory=dict)  # ordinal -> the ROCm agent index the trace wrote
     collectives: dict[int, CollectiveArgs] = field(default_factory=dict)  # by the kernel's correlation id
+    comm_ops: list[CommOp] = field(default_factory=list)  # record_param_comms ops, by start
+    process_groups: dict[str, ProcessGroup] = field(default_factory=dict)  # distributedInfo.pg_config, by name
+    pipelining_frames: int = 0  # python_function frames of torch.distributed.pipelining (with_stack traces)
     meta_settings: dict = field(default_factory=dict)  # the profiler settings among the top-level keys
     tracelint_record: dict | None = None  # the top-level "tracelint" key written by tracelint.profile
     shaped_ops: list[ShapedOp] = field(default_factory=list)  # GEMM ops with their input shapes (record_shapes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from tracelint.engine import Config, Finding, Rule
+from tracelint.engine import Config, Finding, Rule, discover
 
 if TYPE_CHECKING:
     from tracelint.trace.analysis import TraceAnalysis
@@ -30,3 +30,8 @@ class JobRule(TraceRule):
 
     def check_job(self, job: Job, verdicts: dict[int, Verdict], config: Config) -> Iterable[Finding]:
         raise NotImplementedError
+
+
+def enabled_rules(config: Config, base: type) -> list:
+    """An instance of every discovered rule of ``base`` (a TraceRule or JobRule subclass) the config enables."""
+    return [cls() for cls in discover("tracelint.trace.rules", base) if config.enabled(cls.code)]

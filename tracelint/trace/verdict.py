@@ -6,10 +6,17 @@ Decision rule, over the metrics of tracelint.engine.metrics (thresholds: traceli
    before its GPU events, or a CUPTI range-profiler trace: counters per range, no kernel timeline), GPU activity
    but none launched inside the profiled steps, or a GPU window of zero length (every event of zero duration; in a
    trace without ProfilerStep spans the window is the whole trace's GPU activity, and the evidence says so).
-2. ``comm-bound`` when ``exposed_comm_pct`` >= ``comm-bound-exposed-pct`` (default 25): a quarter of the step
+2. ``comm-bound`` when the exposed communication other than sends and recvs (``exposed_comm_us`` less
+   ``exposed_p2p_us``) is at least ``comm-bound-exposed-pct`` (default 25) of the window: a quarter of the step
    window or more, the device does nothing but communicate — a GPU spinning in an NCCL kernel while it waits for
    another rank is busy, not working. With the other ranks' traces (tracelint.trace.job) the evidence names the wait:
    ``comm-bound: rank 0 waits 37 ms per step in all_reduce for rank 1``.
+   ``pipeline-bound`` when sends and recvs with no compute beside them (``exposed_p2p_us``) fill that share: the
+   device is a pipeline stage that waits for its neighbours — the pipeline's fill and drain, a slower stage — which
+   no overlapping of communication removes (tracelint.trace.pipeline; TL603, TL604). With the job's other ranks the
+   evidence names the stage and its wait. A job is ``pipeline-bound`` when its bottleneck stage (the one the
+   others wait for) is ``gpu-bound`` or ``pipeline-bound``: the pipeline, not a host, sets the step; a pipeline
+   whose bottleneck stage waits on its host keeps that stage's verdict (tracelint.trace.job_summary).
 3. ``gpu-bound`` when ``gpu_busy_pct`` >= ``gpu-bound-busy-pct`` (default 80): the device is the bottleneck;
    idle time under a fifth of the step is not worth a different verdict. On the project's H200 fixtures the
    GPU-bound runs read 94-100 % busy, and the run that loses 24 % of its step to one `.item()` per step reads 79 %.
@@ -40,10 +47,12 @@ from tracelint.engine import Config
 from tracelint.engine import metrics as M
 
 if TYPE_CHECKING:
-    from tracelint.trace.job import RankWait
+    from tracelint.trace.groups import RankWait
+    from tracelint.trace.pipeline import Stage
     from tracelint.trace.recording import Recording
 
 INPUT_BOUND, CPU_BOUND, GPU_BOUND, COMM_BOUND = "input-bound", "cpu-bound", "gpu-bound", "comm-bound"
+PIPELINE_BOUND = "pipeline-bound"
 UNKNOWN = "unknown"
 
 _HOST_CAUSES = {
@@ -58,7 +67,7 @@ _HOST_CAUSES = {
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    kind: str  # input-bound | cpu-bound | gpu-bound | comm-bound | unknown
+    kind: str  # input-bound | cpu-bound | gpu-bound | comm-bound | pipeline-bound | unknown
     evidence: str  # one line, starting with the kind
 
     def __str__(self) -> str:
@@ -74,11 +83,13 @@ def _ms(us: float) -> str:
 
 
 def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = False, truncated: bool = False,
-           wait: RankWait | None = None, recording: Recording | None = None) -> Verdict:
+           wait: RankWait | None = None, recording: Recording | None = None, stage: Stage | None = None) -> Verdict:
     """The verdict of one device's metrics (see the module docstring for the rule); ``wait``: the rank's wait for
-    its peers, when the job's other ranks were read; ``recording``: what the profiler recorded and cost."""
+    its peers, when the job's other ranks were read; ``recording``: what the profiler recorded and cost; ``stage``:
+    the rank's stage, when its job is a pipeline."""
     config = config or Config()
-    verdict = _decide(metrics, config, cpu_only=cpu_only, truncated=truncated, wait=wait, recording=recording)
+    verdict = _decide(metrics, config, cpu_only=cpu_only, truncated=truncated, wait=wait, recording=recording,
+                      stage=stage)
     return _unprofiled(verdict, metrics, config, recording)
 
 
@@ -100,8 +111,25 @@ def _unprofiled(verdict: Verdict, metrics: dict, config: Config, recording: Reco
                                  f"{inflation:.1f}×)")
 
 
+def _pipeline_verdict(metrics: dict, p2p_pct: float, p2p_us: float, where: str, wait: RankWait | None,
+                      stage: Stage | None) -> Verdict:
+    fills = f"sends and recvs with no compute beside them fill {_f(p2p_pct)}% {where} ({_ms(p2p_us)} per step)"
+    compute = M.COMPUTE_BUSY_PCT.of(metrics)
+    computes = f"; it computes {_f(compute)}% of the window" if compute is not None else ""
+    if stage is None or wait is None:
+        return Verdict(PIPELINE_BOUND, f"pipeline-bound: {fills}{computes}: a pipeline stage waiting for its "
+                                       "neighbours (the fill and drain of the pipeline, a slower stage); analyze the "
+                                       "folder of all ranks to tell which")
+    transfer = M.P2P_TRANSFER_US.of(metrics)
+    moved = f", {_ms(transfer)} moving data" if transfer is not None else ""
+    return Verdict(PIPELINE_BOUND, f"pipeline-bound: stage {stage.index} (rank {wait.rank}) waits "
+                                   f"{_ms(wait.p2p_wait_us)} per step in send/recv for its neighbours"
+                                   f"{'' if wait.waits_for is None else f' (most for rank {wait.waits_for})'}"
+                                   f"{moved}; {fills}; it computes {_f(100.0 - stage.bubble_pct)}% of its step")
+
+
 def _decide(metrics: dict, config: Config, *, cpu_only: bool, truncated: bool, wait: RankWait | None,
-            recording: Recording | None) -> Verdict:
+            recording: Recording | None, stage: Stage | None) -> Verdict:
     busy_limit = config.threshold("gpu-bound-busy-pct")
     data_limit = config.threshold("input-bound-data-wait-pct")
     min_gap_us = config.threshold("min-idle-gap-us")
@@ -129,16 +157,24 @@ def _decide(metrics: dict, config: Config, *, cpu_only: bool, truncated: bool, w
         return Verdict(UNKNOWN, "unknown: the GPU activity launched inside the profiled steps spans no time (each "
                                 "event of zero duration)")
     exposed = M.EXPOSED_COMM_PCT.of(metrics)
-    if exposed is not None and exposed >= config.threshold("comm-bound-exposed-pct"):
-        steps = max(1, M.STEPS.of(metrics) or 1)
-        fills = (f"communication with no compute beside it fills {_f(exposed)}% {where} "
-                 f"({_ms((M.EXPOSED_COMM_US.of(metrics) or 0.0) / steps)} per step)")
-        if wait is not None and wait.waits_for is not None and wait.wait_us > 0:
-            return Verdict(COMM_BOUND, f"comm-bound: rank {wait.rank} waits {_ms(wait.wait_us)} per step in "
-                                       f"{wait.collective or 'collectives'} for rank {wait.waits_for}; {fills}")
+    window_us = M.GPU_WINDOW_US.of(metrics)
+    p2p_us = M.EXPOSED_P2P_US.of(metrics) or 0.0
+    p2p_pct = 100.0 * p2p_us / window_us
+    steps = max(1, M.STEPS.of(metrics) or 1)
+    limit = config.threshold("comm-bound-exposed-pct")
+    if exposed is not None and exposed - p2p_pct >= limit:
+        own = (M.EXPOSED_COMM_US.of(metrics) or 0.0) - p2p_us
+        fills = (f"communication with no compute beside it fills {_f(exposed - p2p_pct)}% {where} "
+                 f"({_ms(own / steps)} per step{', sends and recvs aside' if p2p_us else ''})")
+        if wait is not None and wait.waits_for is not None and wait.wait_us - wait.p2p_wait_us > 0:
+            return Verdict(COMM_BOUND, f"comm-bound: rank {wait.rank} waits {_ms(wait.wait_us - wait.p2p_wait_us)} "
+                                       f"per step in {wait.collective or 'collectives'} for rank {wait.waits_for}; "
+                                       f"{fills}")
         overlap = M.COMM_OVERLAP_PCT.of(metrics)
         tail = f"; {_f(overlap)}% of the communication overlaps compute" if overlap is not None else ""
         return Verdict(COMM_BOUND, f"comm-bound: {fills}{tail}")
+    if p2p_pct >= limit:
+        return _pipeline_verdict(metrics, p2p_pct, p2p_us / steps, where, wait, stage)
     if busy >= busy_limit:
         extra = ""
         mm = M.MATMUL_TIME_US.of(metrics) or 0.0
@@ -150,8 +186,10 @@ def _decide(metrics: dict, config: Config, *, cpu_only: bool, truncated: bool, w
             pageable = (M.H2D_PAGEABLE_BYTES.of(metrics) or 0) > (M.H2D_PINNED_BYTES.of(metrics) or 0)
             extra += (f"; host-to-device copies{' from pageable memory' if pageable else ''} "
                       f"fill {_f(h2d)}% of the busy time")
-        if exposed is not None and exposed >= 5.0:
-            extra += f"; communication with no compute beside it fills {_f(exposed)}% of the window"
+        if exposed is not None and exposed - p2p_pct >= 5.0:
+            extra += f"; communication with no compute beside it fills {_f(exposed - p2p_pct)}% of the window"
+        if p2p_pct >= 5.0:
+            extra += f"; sends and recvs with no compute beside them fill {_f(p2p_pct)}% of the window"
         return Verdict(GPU_BOUND, f"gpu-bound: GPU busy {_f(busy)}% {where}{extra}")
     idle = 100.0 - busy
     data = M.IDLE_PCT["data_wait"].of(metrics) or 0.0

@@ -1,17 +1,22 @@
-"""Distributed jobs: communication that nothing overlaps (TL601) and the rank the others wait for (TL602)."""
+"""Distributed jobs: communication that nothing overlaps (TL601), the rank the others wait for (TL602), and a
+pipeline's bubble (TL603) and unequal stages (TL604). The pipeline rules speak only when the pipeline sets the step
+(its bottleneck stage is gpu-bound or pipeline-bound): a host-bound pipeline's first fix is its host."""
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
 
-from tracelint.engine import Config, Finding, TraceLocation
+from tracelint.engine import Config, Finding, Severity, TraceLocation
 from tracelint.engine import metrics as M
+from tracelint.engine.display import numbered
 from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.comm import top_collective
 from tracelint.trace.job import Job, rank_list
+from tracelint.trace.lead import JOB, Lead
+from tracelint.trace.pipeline import Pipeline
 from tracelint.trace.rule import JobRule, TraceRule
 from tracelint.trace.rules._common import finding, ms, pct
-from tracelint.trace.verdict import Verdict
+from tracelint.trace.verdict import GPU_BOUND, PIPELINE_BOUND, Verdict
 
 
 class ExposedCommunication(TraceRule):
@@ -44,19 +49,25 @@ def _exposed(m: dict, collective: str | None, multi_rank: bool, config: Config) 
     exposed_us, window_us = M.EXPOSED_COMM_US.of(m), M.GPU_WINDOW_US.of(m)
     if exposed_us is None or not window_us:
         return None
-    wait_us = M.COMM_WAIT_US.of(m)  # per step, known when the job's other ranks were read
+    # Sends and recvs are never counted: a pipeline stage's are mostly waiting for its neighbour (TL603, TL604),
+    # and overlapping cannot remove that.
+    p2p_us = M.EXPOSED_P2P_US.of(m) or 0.0
+    total_wait = M.COMM_WAIT_US.of(m)  # per step, known when the job's other ranks were read
+    wait_us = None if total_wait is None else max(0.0, total_wait - (M.P2P_WAIT_US.of(m) or 0.0))
     steps = max(1, M.STEPS.of(m) or 1)
     # Waiting for a slower rank is exposed too, but overlapping cannot remove it: that is TL602's.
-    own_us = max(0.0, exposed_us - (wait_us or 0.0) * steps)
+    own_us = max(0.0, exposed_us - p2p_us - (wait_us or 0.0) * steps)
     own_pct = 100.0 * own_us / window_us
     if own_pct < config.threshold("exposed-comm-min-pct"):
         return None
     overlap = M.COMM_OVERLAP_PCT.of(m)
     waited = f", not counting {ms(wait_us)} per step of waiting for other ranks" if wait_us else ""
+    if p2p_us:
+        waited += f"; sends and recvs aside ({ms(p2p_us / steps)} per step)"
     if wait_us is None and multi_rank:
         waited = "; part of it may be waiting for other ranks: analyze the folder of all ranks to tell"
     message = (f"communication with no compute beside it takes {pct(own_pct)} of the step window "
-               f"({ms(own_us / steps)} per step, mostly {collective or 'peer copies'}{waited}); only "
+               f"({ms(own_us / steps)} per step, mostly {collective or 'collectives'}{waited}); only "
                f"{pct(overlap)} of the communication overlaps compute: let DDP overlap the gradient all-reduce "
                "with backward (no manual all-reduce after backward or under no_sync; bucket_cap_mb), or prefetch "
                "in FSDP (forward/backward prefetch)")
@@ -68,24 +79,139 @@ class StragglerRank(JobRule):
     code = "TL602"
 
     def check_job(self, job: Job, verdicts: dict[int, Verdict], config: Config) -> Iterable[Finding]:
-        rank = job.straggler
-        if rank is None or job.straggler_wait_us is None:
-            return
-        step = job.step_us()
-        share = 100.0 * job.straggler_wait_us / step if step else None
-        own = verdicts.get(rank)
-        waiting = sorted(r for r, w in job.waits.items() if w.waits_for == rank and w.wait_us > 0)
-        where = sorted({w.collective for w in job.waits.values() if w.waits_for == rank and w.collective})
-        cause = f"; its own verdict, the likely cause: {own.evidence}" if own is not None else ""
-        verb = "waits" if len(waiting) == 1 else "wait"
-        message = (f"rank {rank} is a straggler: {_ranks(waiting)} {verb} for it {ms(job.straggler_wait_us)} per step "
-                   f"({pct(share)} of the step) in {'/'.join(where) or 'collectives'}, because it reaches them "
-                   f"last{cause}")
-        loc = TraceLocation(job.path, rank=rank, event=job.ranks[rank].path)
-        yield finding(self, message, loc, straggler_rank=rank, wait_us_per_step=job.straggler_wait_us,
-                      wait_pct_of_step=None if share is None else round(share, 2), waiting_ranks=waiting,
-                      straggler_verdict=own.kind if own is not None else None)
+        """A warning per group whose waited-for rank is a straggler; one info for the largest lead that may be
+        the profiler's (the others are named in it: a desynchronized job shows one in every group)."""
+        leads = sorted((lead for lead in job.leads.values() if lead.rank in job.ranks),
+                       key=lambda lead: (-lead.wait_us, lead.rank))
+        maybe = [lead for lead in leads if lead.cause != JOB]
+        for lead in [lead for lead in leads if lead.cause == JOB] + maybe[:1]:
+            own = verdicts.get(lead.rank)
+            share = 100.0 * lead.wait_us / lead.step_us if lead.step_us else None
+            waiting = list(lead.waiting)
+            verb = "waits" if len(waiting) == 1 else "wait"
+            where = sorted({w.collective for r, w in job.waits.items()
+                            if r in lead.waiting and w.waits_for == lead.rank and w.collective})
+            cause = f"; its own verdict, the likely cause: {own.evidence}" if own is not None else ""
+            if lead.unprofiled:
+                message = self._unprofiled(lead, share, cause)
+            else:
+                how = (f"{_ranks(waiting)} {verb} for it {ms(lead.wait_us)} per step ({pct(share)} of the step) in "
+                       f"{'/'.join(where) or 'collectives'}, because it reaches them last")
+                if lead.cause == JOB:
+                    message = (f"rank {lead.rank} is a straggler in {lead.label}: {how}; the profiler cannot have "
+                               f"made {ms(lead.job_us)} per step of that lead: {_extra(lead)}{cause}")
+                else:
+                    others = [f"rank {o.rank} in {o.label}" for o in maybe[1:]]
+                    also = f" (as do {', '.join(others)})" if others else ""
+                    message = (f"rank {lead.rank} leads {lead.label} in the trace{also}, but the lead may be the "
+                               "profiler's: "
+                               f"{how}; yet {_extra(lead, 'only ')}: the rest is host time in profiled ops, which the "
+                               "profiler slows 1.5-4×, by a different amount on each rank; to check, profile with "
+                               "tracelint.profile(...), which times the steps it does not record on every rank")
+            loc = TraceLocation(job.path, rank=lead.rank, event=job.ranks[lead.rank].path)
+            found = finding(self, message, loc, straggler_rank=lead.rank, wait_us_per_step=lead.wait_us,
+                            wait_pct_of_step=None if share is None else round(share, 2), waiting_ranks=waiting,
+                            straggler_verdict=own.kind if own is not None else None, group=lead.label,
+                            lead_not_profiler_us=lead.job_us, measured=("unprofiled" if lead.unprofiled
+                                                                          else "trace"))
+            yield found if lead.cause == JOB else found.with_severity(Severity.INFO)
+
+    @staticmethod
+    def _unprofiled(lead: Lead, share: float | None, cause: str) -> str:
+        measured = (f"measured without the profiler (tracelint.profile, on the steps it did not record), "
+                    f"{_ranks(list(lead.waiting))} wait up to {ms(lead.wait_us)} per step in collectives "
+                    f"({pct(share)} of the {ms(lead.step_us)} unprofiled step)")
+        if lead.cause == JOB:
+            return f"rank {lead.rank} is a straggler: {measured}, and rank {lead.rank} waits the least{cause}"
+        return (f"rank {lead.rank} reaches the collectives last in the trace, but the lead is the profiler's: "
+                f"{measured}, under straggler-min-wait-pct")
+
+
+def _extra(lead: Lead, only: str = "") -> str:
+    """What the profiler cannot have made of a lead: the leader's extra quiet host time and compute."""
+    whom = _ranks(list(lead.waiting))
+    return (f"its host sits quiet (no profiled op for a millisecond or more) {only}{ms(lead.quiet_us)} per step longer "
+            f"than {whom}'s, and its GPU computes {only}{ms(lead.compute_us)} per step more")
 
 
 def _ranks(ranks: list[int]) -> str:
     return rank_list(ranks) if ranks else "the other ranks"
+
+
+def _paced(job: Job, verdicts: dict[int, Verdict]) -> Pipeline | None:
+    """The job's pipeline when it sets the step (its bottleneck stage is not waiting on its host)."""
+    p = job.pipeline
+    if p is None:
+        return None
+    own = verdicts.get(p.bottleneck.rank)
+    return p if own is not None and own.kind in (GPU_BOUND, PIPELINE_BOUND) else None
+
+
+def _shape(p: Pipeline) -> str:
+    return f"{len(p.stages)} stages with {p.microbatches} microbatches per step" if p.microbatches else \
+        f"{len(p.stages)} stages"
+
+
+def _location(job: Job, rank: int) -> TraceLocation:
+    return TraceLocation(job.path, rank=rank, event=job.ranks[rank].path)
+
+
+class PipelineBubble(JobRule):
+    code = "TL603"
+
+    def check_job(self, job: Job, verdicts: dict[int, Verdict], config: Config) -> Iterable[Finding]:
+        p = _paced(job, verdicts)
+        if p is None:
+            return
+        b = p.bottleneck
+        if b.bubble_pct < config.threshold("pipeline-bubble-min-pct"):
+            return
+        shape = _shape(p)
+        analytic = ""
+        if p.analytic_pct is not None:
+            n, m = len(p.stages), p.microbatches
+            doubled = 100.0 * (n - 1) / (2 * m + n - 1)
+            analytic = (f"; with equal stages GPipe and 1F1B leave (p - 1)/(m + p - 1) = {pct(p.analytic_pct)} idle, "
+                        f"{pct(doubled)} with {2 * m} microbatches")
+        message = (f"the pipeline's bottleneck, stage {b.index} (rank {b.rank}), computes nothing "
+                   f"{pct(b.bubble_pct)} of its step ({ms(b.step_us - b.compute_us)} per step): it waits for "
+                   f"{shape} to fill and drain{analytic}; use more microbatches per step (smaller ones, or a larger "
+                   "batch) or a schedule with a smaller bubble (ScheduleInterleaved1F1B with several stages per rank, "
+                   "ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble)")
+        yield finding(self, message, _location(job, b.rank), bottleneck_stage=b.index, bottleneck_rank=b.rank,
+                      stage_bubble_pct=b.bubble_pct, pipeline_bubble_pct=p.bubble_pct,
+                      pipeline_bubble_analytic_pct=p.analytic_pct, stages=len(p.stages), microbatches=p.microbatches)
+
+
+class PipelineStageImbalance(JobRule):
+    code = "TL604"
+
+    def check_job(self, job: Job, verdicts: dict[int, Verdict], config: Config) -> Iterable[Finding]:
+        p = _paced(job, verdicts)
+        if p is None or p.imbalance_pct < config.threshold("stage-imbalance-min-pct"):
+            return
+        b = p.bottleneck
+        mean = sum(s.compute_us for s in p.stages) / len(p.stages)
+        light = min(p.stages, key=lambda s: (s.compute_us, s.index))
+        others = [s for s in p.stages if s is not b]
+        waits = sorted(s.p2p_wait_us for s in others)
+        step = sum(s.step_us for s in p.stages) / len(p.stages)
+        span = ms(waits[0]) if round(waits[0], -2) == round(waits[-1], -2) else \
+            f"{waits[0] / 1000:.1f}-{ms(waits[-1])}"
+        waited = (f"; {numbered('stage', [s.index for s in others])} wait {span} per step in "
+                  "send/recv" if others else "")
+        balanced = ""
+        if p.balanced_step_us is not None and p.balanced_step_us < step:
+            balanced = (f"; with stages of equal compute the step would take about {ms(p.balanced_step_us)} instead "
+                        f"of {ms(step)} ({pct(100.0 * (p.balanced_step_us / step - 1.0))})")
+        ends = {0: "the first stage also runs the embeddings", len(p.stages) - 1:
+                "the last stage also runs the output layer, such as an LM head, and the loss"}
+        where = f" ({ends[b.index]}: give it fewer blocks)" if b.index in ends else ""
+        message = (f"stage {b.index} (rank {b.rank}) computes {ms(b.compute_us)} per step, {pct(p.imbalance_pct)} "
+                   f"more than the mean stage ({ms(mean)}), and the others wait for it{waited}{balanced}: move layers "
+                   f"off stage {b.index}{where} toward the lightest, stage {light.index} ({ms(light.compute_us)}) — "
+                   "the split points of torch.distributed.pipelining's pipeline() or the modules of each "
+                   "PipelineStage")
+        yield finding(self, message, _location(job, b.rank), bottleneck_stage=b.index, bottleneck_rank=b.rank,
+                      stage_imbalance_pct=p.imbalance_pct, stage_compute_us=b.compute_us,
+                      mean_stage_compute_us=round(mean, 1), balanced_step_us=p.balanced_step_us)
