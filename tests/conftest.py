@@ -66,11 +66,3 @@ def fixture_traces() -> Path:
     if not any(FIXTURE_TRACES.glob("*.json.gz")):
         pytest.skip("fixtures/traces holds no traces yet")
     return FIXTURE_TRACES
-
-
-@pytest.fixture(scope="session")
-def multi_gpu_traces() -> Path:
-    path = REPO.parent / "shared" / "traces" / "multi-gpu"
-    if not path.is_dir():
-        pytest.skip("../shared/traces/multi-gpu not present")
-    return path
