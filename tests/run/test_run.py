@@ -90,13 +90,13 @@ def test_a_module_runs_as_python_m_runs_it(project):
 
 def test_torchrun_with_two_gloo_processes_gives_a_job_report(project):
     proc = tracelint_run(project, *FAST, "--out", "out", "--format", "json", "-o", "report.json",
-                         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "ddp_gloo.py",
+                         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "ddp_train.py",
                          "--steps", "12")
     assert proc.returncode in (0, 1), proc.stderr
     assert "rank 0 done" in proc.stdout and "rank 1 done" in proc.stdout
     doc = report(project)
     run = doc["run"]
-    assert run["kind"] == "torchrun" and run["steps"] == {"ddp_gloo-rank0": 12, "ddp_gloo-rank1": 12}
+    assert run["kind"] == "torchrun" and run["steps"] == {"ddp_train-rank0": 12, "ddp_train-rank1": 12}
     assert len(run["traces"]) == 2
     ranks = sorted(t["rank"] for t in doc["traces"] if t["rank"] is not None)
     job = [t for t in doc["traces"] if t["rank"] is None]
