@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -161,3 +163,32 @@ def test_torch_missing_is_one_line_and_exit_2(project, monkeypatch, capsys):
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip() == ("tracelint run: needs torch in this Python environment "
                                                "(pip install torch-tracelint[verify])")
+
+
+def _masked(text: str) -> list[str]:
+    """The lines with their numbers masked (timings, the trace's nanosecond name, counts) and without TL003, whose
+    note on the profiler's overhead comes and goes with this machine's load."""
+    lines, skip = [], False
+    for line in text.splitlines():
+        if ": TL003 " in line:
+            skip = True
+            continue
+        if skip and line.startswith("  "):
+            continue
+        skip = False
+        lines.append(re.sub(r"\d+(\.\d+)?", "N", line))
+    return lines
+
+
+def test_the_readme_shows_the_run_report_as_it_prints(tmp_path):
+    readme = (SCRIPTS.parents[1] / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"```bash\n(tracelint run [^\n]+)\n```", readme).group(1)
+    after = readme[readme.index("After the script's own output"):]
+    block = after[after.index("```\n") + 4:after.index("```", after.index("```\n") + 4)]
+    example = tmp_path / "fixtures" / "examples"
+    example.mkdir(parents=True)
+    shutil.copy(SCRIPTS.parent / "examples" / "train.py", example)
+    proc = tracelint_run(tmp_path, *shlex.split(command)[2:])
+    assert proc.returncode == 1, proc.stderr  # findings at --fail-on warning
+    report_text = proc.stdout[proc.stdout.index("tracelint run: "):]
+    assert _masked(report_text) == _masked(block)
