@@ -137,7 +137,7 @@ def test_no_optimizer_step_in_time_profiles_a_time_window(project):
     doc = report(project)
     assert doc["run"]["window"] is True and doc["run"]["clock"] is None and len(doc["traces"]) == 1
     assert "no optimizer step within 1 s: profiled a time window of 2 s instead" in doc["run"]["summary"][0]
-    assert doc["traces"][0]["path"].startswith("out/no_optimizer-window.")
+    assert doc["traces"][0]["path"].startswith("out/no_optimizer-time-window.")
     assert doc["traces"][0]["metrics"]["has_steps"] is False  # the analyzer reads the window as one step
 
 

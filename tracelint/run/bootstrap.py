@@ -76,10 +76,13 @@ class Driver:
         self.first_step_s: float | None = None
         self.started = time.monotonic()
         self.note: str | None = None
+        self.pid = os.getpid()  # a process forked from this one inherits the hook: its steps are not ours
 
     # --- steps ----------------------------------------------------------------------------------------------------
 
     def optimizer_step(self, optimizer, args, kwargs) -> None:
+        if self.pid != os.getpid():
+            return
         if self.clock is None:
             self.clock = optimizer
         elif optimizer is not self.clock:
@@ -90,7 +93,11 @@ class Driver:
         self.steps += 1
         if self.phase == "scheduled":
             exported = len(self.traces)
-            self.prof.step()
+            try:
+                self.prof.step()
+            except Exception as exc:  # the profiler's failure (an export to a full disk) must not stop the run
+                self.note = f"the profiler failed: {type(exc).__name__}: {exc}"
+                self.finish_profile()
             if len(self.traces) > exported:  # the cycle was exported in that step: nothing of the profiler stays
                 self.finish_profile()
         elif self.phase == "before":
@@ -115,8 +122,8 @@ class Driver:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             activities.append(ProfilerActivity.CUDA)
         kind = "steps" if scheduled else "window"
-        save = on_trace_ready(self.config["out"], worker_name=self.worker if scheduled else f"{self.worker}-window",
-                              print_verdict=False)
+        name = self.worker if scheduled else f"{self.worker}-time-window"
+        save = on_trace_ready(self.config["out"], worker_name=name, print_verdict=False)
 
         def handler(prof) -> None:
             self.traces.append({"path": str(save(prof)), "kind": kind})

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the tracelin
 TORCHRUN = ("torchrun",)
 TORCH_MISSING = "tracelint run: needs torch in this Python environment (pip install torch-tracelint[verify])"
 SETTINGS = ("minimal", "stacks", "full")
+WINDOW_MARK = "-time-window."  # in the name of a time window's trace (bootstrap.py: <name>-time-window.<ns>)
 SETTINGS_WORDS = {
     "minimal": "ops and kernels only: no source lines",
     "stacks": "with_stack: the least that gives findings their source lines",
@@ -234,12 +235,15 @@ def execute(target: Target, options: RunOptions) -> Execution:
         statuses = _statuses(work / "status")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    stepped = [Path(t["path"]) for s in statuses for t in s.get("traces") or () if t.get("kind") == "steps"]
-    window = [Path(t["path"]) for s in statuses for t in s.get("traces") or () if t.get("kind") == "window"]
+    # The folder, not the statuses: a process that ended with os._exit, or that torchrun killed when another rank
+    # failed, wrote no status but may have written its trace (the folder was new: every trace in it is this run's).
+    written = sorted(out.glob("*.pt.trace.json.gz"))
+    window = [path for path in written if WINDOW_MARK in path.name]
+    stepped = [path for path in written if WINDOW_MARK not in path.name]
     if stepped:  # the steps came after all: the window profiled the script's set-up, which they supersede
         for path in window:
             path.unlink(missing_ok=True)
-    return Execution(target, options, out, code, statuses, sorted(stepped) or sorted(window),
+    return Execution(target, options, out, code, statuses, stepped or window,
                      window=not stepped and bool(window), wall_s=time.perf_counter() - started)
 
 
