@@ -8,8 +8,10 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -192,3 +194,28 @@ def test_the_readme_shows_the_run_report_as_it_prints(tmp_path):
     assert proc.returncode == 1, proc.stderr  # findings at --fail-on warning
     report_text = proc.stdout[proc.stdout.index("tracelint run: "):]
     assert _masked(report_text) == _masked(block)
+
+
+def test_ctrl_c_reaches_the_script_and_its_traces_are_still_analyzed(project):
+    """A terminal's Ctrl-C goes to the whole foreground process group: the script gets KeyboardInterrupt (its
+    traceback, once), tracelint waits for it and reports the traces it recorded, exit 2."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(SCRIPTS.parents[1]), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, "-m", "tracelint", "run", *FAST, "--out", "out", "train_args.py", "--",
+                             "--steps", "100000000"], cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        sizes: list[int] = []
+        while (len(sizes) < 3 or len(set(sizes[-3:])) > 1 or not sizes[-1]) and time.monotonic() < deadline:
+            time.sleep(0.5)  # until the recorded steps are exported (the file stops growing): the script runs on
+            sizes.append(sum(p.stat().st_size for p in (project / "out").glob("*.pt.trace.json.gz")))
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 2, stderr
+    assert stderr.count("Traceback (most recent call last)") == 1 and "KeyboardInterrupt" in stderr
+    assert "error: the script failed: KeyboardInterrupt" in stderr
+    assert "finally ran" in stdout and ".pt.trace.json.gz" in stdout[stdout.index("tracelint run: "):]
