@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # each test is a real run: a child process that imports torch
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "fixtures" / "run"
 FAST = ("--wait", "3", "--warmup", "1", "--active", "3")  # 8 optimizer steps before the recorded ones are exported
