@@ -9,7 +9,7 @@ from tracelint.render import render
 from .conftest import notebook_finding, source_finding, trace_finding
 
 FINDING_KEYS = {"code", "name", "severity", "message", "origin", "path", "line", "column", "end_line", "end_column",
-                "cell", "fingerprint", "fix", "source", "trace", "details"}
+                "cell", "fingerprint", "fix", "source", "trace", "details", "evidence"}
 
 
 def _doc(result):

@@ -33,7 +33,8 @@ class _DispatchGroup(click.Group):
     """``tracelint PATH...`` with no command name runs ``tracelint auto PATH...`` (lint or analyze by type)."""
 
     # Commands whose module is imported only when they run, to keep the lint path's start-up short.
-    lazy = {"verify": ("tracelint.cli.verify", "verify_cmd"), "diff": ("tracelint.cli.diff", "diff_cmd")}
+    lazy = {"verify": ("tracelint.cli.verify", "verify_cmd"), "diff": ("tracelint.cli.diff", "diff_cmd"),
+            "run": ("tracelint.cli.run", "run_cmd")}
 
     def parse_args(self, ctx, args):
         known = (*self.commands, *self.lazy, "--help", "-h", "--version")

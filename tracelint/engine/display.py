@@ -41,6 +41,23 @@ def format_metric(key: str, value: object) -> str:
     return terminal(str(value))
 
 
+def verification_words(measured: dict) -> str:
+    """What ``tracelint verify`` measured for a finding (its ``verification`` detail) in words: 'confirmed, 1.43×
+    (CI 1.40–1.46; 10.10 → 7.05 ms/step)', 'small, 1.01× (CI 1.00–1.02; ...)', 'no effect larger than ±2.0% (...)'
+    or 'failed (why)'."""
+    status, speedup = measured.get("status"), measured.get("speedup")
+    if speedup is None:
+        reason = measured.get("reason")
+        return f"{status}" + (f" ({reason})" if reason else "")
+    ms = f"{measured['baseline_ms']:.2f} → {measured['fixed_ms']:.2f} ms/step"
+    ci, bound = measured.get("ci95"), measured.get("bound_pct")
+    if status == "no-effect" and bound is not None:
+        return f"no effect larger than ±{bound:.1f}% ({ms})"
+    if ci:
+        return f"{status}, {speedup:.2f}× (CI {ci[0]:.2f}–{ci[1]:.2f}; {ms})"
+    return f"{status}, {speedup:.2f}× ({ms})"
+
+
 def format_bytes(n: float) -> str:
     if abs(n) < 1024:
         return f"{n:.0f} B"

@@ -5,9 +5,9 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from tracelint.engine.display import Paint, format_metric
+from tracelint.engine.display import Paint, format_metric, verification_words
 from tracelint.engine.escape import map_strings, no_commands, terminal
-from tracelint.engine.location import Location, SourceLocation, TraceLocation, trace_context
+from tracelint.engine.location import Location, SourceLocation, TraceLocation, trace_context, trace_words
 from tracelint.engine.severity import Severity
 
 PLAIN = Paint(False)
@@ -41,6 +41,8 @@ class Finding:
     fix: Fix | None = None
     # Extra facts a renderer may show (measured values of a trace finding, verification results).
     details: tuple[tuple[str, object], ...] = field(default=(), compare=False)
+    # `tracelint run`: what each half saw of this finding (None for every other command).
+    evidence: Evidence | None = field(default=None, compare=False)
 
     @property
     def origin(self) -> Literal["source", "trace"]:
@@ -92,9 +94,14 @@ class Finding:
         if isinstance(loc, TraceLocation) and loc.source is not None:
             lines.append(f"  {paint('-->', 'cyan')} {replace(loc.source, column=None)}")
         lines.extend(source)
-        if self.details:
-            facts = ", ".join(f"{k}: {format_metric(k, v)}" for k, v in self.details)
-            lines.append(f"  {paint('=', 'dim')} {facts}")
+        facts = [(k, v) for k, v in self.details if k != VERIFICATION]
+        if facts:
+            lines.append(f"  {paint('=', 'dim')} {', '.join(f'{k}: {format_metric(k, v)}' for k, v in facts)}")
+        if self.evidence is not None and self.evidence.source is not None:
+            lines.extend(self.evidence.lines(paint))
+        measured = dict(self.details).get(VERIFICATION)
+        if isinstance(measured, dict):
+            lines.append(f"  {paint('verify', 'cyan')}: {verification_words(measured)}")
         return lines
 
     def escaped(self) -> Finding:
@@ -104,11 +111,15 @@ class Finding:
         shown = [self.message, loc.path, *(k for k, _ in self.details)]
         if isinstance(loc, TraceLocation) and loc.source is not None:
             shown.append(loc.source.path)
+        evidence = self.evidence
+        if evidence is not None:
+            evidence = Evidence(*(f.escaped() if f is not None else None for f in (evidence.source, evidence.trace)),
+                                evidence.cost_pct, evidence.match)
         # The usual finding has nothing to escape: one test instead of a walk keeps a large report fast.
         if all(isinstance(text, str) for text in shown) and "".join(shown).isprintable():
-            return self
+            return self if evidence == self.evidence else replace(self, evidence=evidence)
         return replace(self, location=map_strings(loc, terminal), message=terminal(self.message),
-                       details=map_strings(self.details, terminal))
+                       details=map_strings(self.details, terminal), evidence=evidence)
 
     def with_severity(self, severity: Severity) -> Finding:
         return replace(self, severity=severity)
@@ -118,3 +129,40 @@ class Finding:
         if isinstance(loc, SourceLocation):
             return (loc.path, loc.cell or 0, loc.line, loc.column or 0, self.code)
         return (loc.path, loc.rank or 0, loc.step or 0, loc.start_us or 0.0, self.code)
+
+
+VERIFICATION = "verification"  # the detail that carries what `tracelint verify` measured of a finding
+NOT_SEEN = "not seen in the profiled steps"
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What each half saw of one finding of ``tracelint run``: the lint finding at a line (``source``), the trace
+    finding of the same family that points at it (``trace``; None: not seen in the profiled steps) and the share of
+    the step the trace measured for it (``cost_pct``). A trace finding no lint finding matched has ``source`` None.
+    ``match`` says how the two were paired ("same line", "the loop over `loader`", ...)."""
+
+    source: Finding | None = None
+    trace: Finding | None = None
+    cost_pct: float | None = None
+    match: str | None = None
+
+    def words(self) -> str:
+        """'trace (2.2 % of the step): <the trace finding's message> (trace.json.gz, rank 0, step 7)', or
+        'not seen in the profiled steps'."""
+        if self.trace is None:
+            return NOT_SEEN
+        cost = f" ({self.cost_pct:.1f} % of the step)" if self.cost_pct is not None else ""
+        code = f"{self.trace.code} " if self.source is not None and self.trace.code != self.source.code else ""
+        where = trace_words(self.trace.location) if isinstance(self.trace.location, TraceLocation) else ""
+        return f"trace{cost}: {code}{self.trace.message}" + (f" ({where})" if where else "")
+
+    def lines(self, paint: Paint = PLAIN) -> list[str]:
+        """The lines a merged finding shows under its own: the trace's evidence and its measured details."""
+        if self.trace is None:
+            return [f"  {paint(NOT_SEEN, 'dim')}"]
+        lines = [f"  {paint('trace', 'cyan')}{self.words().removeprefix('trace')}"]
+        if self.trace.details:
+            facts = ", ".join(f"{k}: {format_metric(k, v)}" for k, v in self.trace.details)
+            lines.append(f"    {paint('=', 'dim')} {facts}")
+        return lines

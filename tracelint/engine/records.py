@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from tracelint.engine.catalog import rule_name
-from tracelint.engine.finding import Finding
+from tracelint.engine.finding import Evidence, Finding
 from tracelint.engine.location import SourceLocation, TraceLocation
 
 
@@ -31,7 +31,16 @@ def finding_dict(finding: Finding) -> dict:
         "source": {"path": trace_src.path, "line": trace_src.line} if trace_src else None,
         "trace": trace_fields(loc) if isinstance(loc, TraceLocation) else None,
         "details": dict(finding.details),
+        "evidence": evidence_dict(finding.evidence) if finding.evidence is not None else None,
     }
+
+
+def evidence_dict(evidence: Evidence) -> dict:
+    """A `tracelint run` finding's evidence (tracelint.render.json documents the shape)."""
+    return {"source": finding_dict(evidence.source) if evidence.source is not None else None,
+            "trace": finding_dict(evidence.trace) if evidence.trace is not None else None,
+            "cost_pct_of_step": evidence.cost_pct, "match": evidence.match,
+            "in_profiled_steps": evidence.trace is not None}
 
 
 def trace_fields(loc: TraceLocation) -> dict:

@@ -65,6 +65,9 @@ class RunResult:
     # `tracelint diff`: one plain record per compared pair (tracelint.diff.TraceDiff.as_dict); None for every other
     # command, so that a diff whose inputs were all unreadable still renders as a diff (no records, its errors).
     diffs: list[dict] | None = None
+    # `tracelint run`: the run's plain record (what ran, how it was profiled, how it ended: tracelint.run.report);
+    # its findings carry their Evidence and come in the order of their measured cost. None for every other command.
+    run: dict | None = None
 
     def exit_code(self, fail_on: Severity = Severity.WARNING, exit_zero: bool = False) -> int:
         if self.errors:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from tracelint.engine.display import report_path
+from tracelint.engine.display import report_path, verification_words
 from tracelint.engine.escape import MAX_SAFE_INT, json_safe, json_text
 from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
 from tracelint.engine.location import trace_words
@@ -98,25 +98,19 @@ def anchored_message(finding: Finding, where: str) -> str:
 
 
 def measured_message(finding: Finding, where: str) -> str:
-    """The anchored message, plus what ``tracelint verify`` measured for the finding when it carries a
-    ``verification`` detail: '...; verify: confirmed, 1.43× (CI 1.40–1.46; 10.10 → 7.05 ms/step)', '...; verify:
-    small, 1.01× (CI 1.00–1.02; ...)', '...; verify: no effect larger than ±2.0% (...)' or '...; verify: failed
-    (why)'."""
+    """The anchored message, plus what ``tracelint run`` measured of it in the trace (``evidence``: '...; trace:
+    1 sync per step ..., 2.2 % of the step' or '...; not seen in the profiled steps') and what ``tracelint verify``
+    measured when it carries a ``verification`` detail: '...; verify: confirmed, 1.43× (CI 1.40–1.46; 10.10 → 7.05
+    ms/step)', '...; verify: small, 1.01× (CI 1.00–1.02; ...)', '...; verify: no effect larger than ±2.0% (...)' or
+    '...; verify: failed (why)'."""
     message = anchored_message(finding, where)
+    evidence = finding.evidence
+    if evidence is not None and evidence.source is not None:
+        message += f"; {evidence.words()}"
     measured = dict(finding.details).get("verification")
     if not isinstance(measured, dict):
         return message
-    status, speedup = measured.get("status"), measured.get("speedup")
-    if speedup is None:
-        reason = measured.get("reason")
-        return f"{message}; verify: {status}" + (f" ({reason})" if reason else "")
-    ms = f"{measured['baseline_ms']:.2f} → {measured['fixed_ms']:.2f} ms/step"
-    ci, bound = measured.get("ci95"), measured.get("bound_pct")
-    if status == "no-effect" and bound is not None:
-        return f"{message}; verify: no effect larger than ±{bound:.1f}% ({ms})"
-    if ci:
-        return f"{message}; verify: {status}, {speedup:.2f}× (CI {ci[0]:.2f}–{ci[1]:.2f}; {ms})"
-    return f"{message}; verify: {status}, {speedup:.2f}× ({ms})"
+    return f"{message}; verify: {verification_words(measured)}"
 
 
 def verdict_line(summary: TraceSummary) -> str:

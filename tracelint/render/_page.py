@@ -129,6 +129,7 @@ table.metrics th{font-weight:400;font-family:ui-monospace,Menlo,monospace;font-s
 .finding.sev-warning{border-left-color:#f08c00}.finding.sev-error{border-left-color:#e03131}
 .fhead .code{font-weight:700;font-family:ui-monospace,Menlo,monospace;text-decoration:none;color:inherit}
 .fhead .sev{font-size:12px;color:var(--muted)}.where,.facts{color:var(--muted);font-size:12px;word-break:break-all}
+.evidence{font-size:13px;margin-top:2px}
 pre{white-space:pre-wrap;word-break:break-word;font:12px/1.5 ui-monospace,SFMono-Regular,Menlo,monospace}
 pre.snippet{background:var(--bg);border-radius:4px;padding:6px 0;margin:6px 0 0}
 pre.snippet span{display:block;padding:0 10px}pre.snippet span.hit{background:#fff3bf}

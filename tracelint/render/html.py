@@ -5,7 +5,9 @@ the GPU window (busy vs idle by cause, zoomable), the idle causes, the step brea
 the top kernels, host-to-device copies (pageable vs pinned) and device memory over the window (from the timeline
 record, tracelint.trace.timeline); for a job the rank table and a chart of step time and communication wait per
 rank; for ``tracelint diff`` the step time and kernel time per class before and after, and the kernel delta table;
-every finding with its message, its source lines when the file is at hand, and its rule's documentation.
+every finding with its message, its source lines when the file is at hand, and its rule's documentation. A
+``tracelint run`` report opens with what ran, and each finding's card also shows the trace's evidence of it (or that
+the profiled steps did not show it) and what ``--verify`` measured.
 
 Charts are drawn by Apache ECharts, inlined from ``_assets/echarts.min.js`` (Apache-2.0, its LICENSE and NOTICE
 beside it): the file opens from disk with no network, and its Content-Security-Policy forbids any request. The page
@@ -23,8 +25,8 @@ import math
 from pathlib import Path
 
 from tracelint.engine import metrics as M
-from tracelint.engine.display import format_bytes, format_metric
-from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
+from tracelint.engine.display import format_bytes, format_metric, verification_words
+from tracelint.engine.finding import VERIFICATION, Finding, SourceLocation, TraceLocation
 from tracelint.engine.location import trace_context
 from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
 from tracelint.engine.result import RunResult, TraceSummary
@@ -95,6 +97,9 @@ def _report(page: Page, result: RunResult) -> str:
     parts: list[str] = []
     overall = [s for s in result.traces if is_rank_summary(s, result.traces)]
     ranks = [s for s in result.traces if not any(s is o for o in overall)]
+    if result.run is not None:  # `tracelint run`: what ran; its findings in one list, by measured cost, below
+        parts.append(f"<section class='card'><pre>{h(chr(10).join(result.run['summary']), keep_lines=True)}</pre>"
+                     "</section>")
     if result.traces:
         heads = overall or ranks
         line = headline(heads, _NoPaint()) if len(heads) > 1 else verdict_line(heads[0])
@@ -107,10 +112,10 @@ def _report(page: Page, result: RunResult) -> str:
     for summary in overall:
         members = [s for s in ranks if Path(summary.path) in Path(s.path).parents]
         mine = [f for f in result.findings if isinstance(f.location, TraceLocation) and f.location.path == summary.path
-                and f.location.rank is None]
+                and f.location.rank is None and result.run is None]
         placed.update(id(f) for f in mine)
         parts.append(_job_section(page, summary, members, mine))
-    blocks = findings_by_trace(result.findings, ranks)
+    blocks = findings_by_trace(result.findings, ranks) if result.run is None else {}
     for i, summary in enumerate(ranks):
         mine = [f for f in blocks.get(i, []) if id(f) not in placed]
         placed.update(id(f) for f in mine)
@@ -387,9 +392,18 @@ def _findings(page: Page, findings: list[Finding]) -> str:
                  f"<span class='msg'>{h(f.message)}</span></div><div class='where'>{h(where)}</div>"]
         if isinstance(loc, TraceLocation) and src is not None:
             lines.append(f"<div class='where'>→ {h(src.path)}:{h(src.line)}</div>")
-        if f.details:
-            facts = ", ".join(f"{k}: {format_metric(k, v)}" for k, v in f.details)
-            lines.append(f"<div class='facts'>{h(facts)}</div>")
+        facts = [(k, v) for k, v in f.details if k != VERIFICATION]
+        if facts:
+            lines.append(f"<div class='facts'>{h(', '.join(f'{k}: {format_metric(k, v)}' for k, v in facts))}</div>")
+        evidence = f.evidence
+        if evidence is not None and evidence.source is not None:  # `tracelint run`: the trace's side of it
+            lines.append(f"<div class='evidence'>{h(evidence.words())}</div>")
+            if evidence.trace is not None and evidence.trace.details:
+                facts_text = ", ".join(f"{k}: {format_metric(k, v)}" for k, v in evidence.trace.details)
+                lines.append(f"<div class='facts'>{h(facts_text)}</div>")
+        measured = dict(f.details).get(VERIFICATION)
+        if isinstance(measured, dict):
+            lines.append(f"<div class='evidence'>verify: {h(verification_words(measured))}</div>")
         if src is not None and n < SNIPPETS_SHOWN:
             lines.append(_snippet(src))
         lines.append("</div>")

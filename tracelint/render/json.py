@@ -33,7 +33,16 @@ decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 an
         "source": {"path": str, "line": int} | null,   # trace finding whose Python stack gives a source line
         "trace": {"rank": int | null, "step": int | null, "start_us": float | null, "end_us": float | null,
                   "event": str | null} | null,         # trace findings only
-        "details": {str: any}          # measured facts of the finding (may be empty)
+        "details": {str: any},         # measured facts of the finding (may be empty)
+        "evidence": {                  # `tracelint run` only (null otherwise): what each half saw of the finding
+          "source": finding | null,    # the lint finding (this shape, its evidence null); null: a trace finding
+                                       # no lint finding was paired with
+          "trace": finding | null,     # the trace finding of the same family paired with it; null: not seen in
+                                       # the profiled steps
+          "cost_pct_of_step": float | null,  # the share of the step the trace measured (tracelint.run.merge.COST)
+          "match": str | null,         # how they were paired: "same line", "the loop over `loader`", ...
+          "in_profiled_steps": bool    # "trace" is not null
+        } | null
       }],
       "traces": [{                     # one per trace file and rank
         "path": str, "rank": int | null,
@@ -67,12 +76,39 @@ decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 an
             "notes": [str]} | null} | null
       }],
       "errors": [{"path": str, "message": str, "line": int | null}],  # inputs that could not be read
+      "run": {...},                    # `tracelint run` reports only (absent otherwise), see below
       "verify": [{...}]                # `tracelint verify` reports only (absent otherwise): one entry per target,
                                        # its settings, baseline runs and variants (under --trace each with its
                                        # trace_change, the verdict before → after), the legend of the statuses;
                                        # each measured finding carries the same measurement in
                                        # details.verification
     }
+
+A ``tracelint run`` report is the document above, its findings in the order of their measured cost (the costliest
+first, then trace findings without a cost, then the lint findings the trace did not see), each with its
+``evidence``; a merged finding (a lint and a trace evidence) sits at the lint finding's line, with its message, its
+fix and the trace finding's severity, and under ``--verify`` carries ``details.verification`` as a ``tracelint
+verify`` report's findings do. ``run`` says what ran::
+
+      "run": {
+        "target": str,                 # train.py | -m pkg.train | torchrun --nproc_per_node 2 train.py
+        "kind": "script" | "module" | "torchrun", "argv": [str],      # the script's own arguments
+        "out": str, "traces": [str],   # the folder the traces landed in, and the traces analyzed
+        "settings": "minimal" | "stacks" | "full",
+        "schedule": {"wait": int, "warmup": int, "active": int},
+        "max_steps": int | null, "step_function": str | null,
+        "steps": {str: int},           # optimizer steps (or step-function calls) per process
+        "clock": "optimizer" | "function" | null,      # what a step was; null: none came
+        "window": bool,                # no step came in time: a time window was profiled instead
+        "ended": [str],                # per process: returned | exit | max-steps | exception | not-started
+        "failure": str | null,         # the script's exception or exit ('ZeroDivisionError: ...'); exit code 2
+        "exit_code": int,              # the script's (torchrun's) exit code
+        "files_linted": int,           # the script and the project files it imported
+        "notes": [str],
+        "summary": [str],              # the lines the text report opens with
+        "verify": {"min_pct": float, "device_type": str, "selected": [str],  # --verify only: "TL101:47"
+                   "note": str | null, ...} | null
+      }
 
 A ``tracelint diff BASE NEW`` report is a document of its own (the numbers are defined in tracelint.diff.compare)::
 
@@ -126,6 +162,8 @@ def document(result: RunResult) -> dict:
         "traces": [trace_summary_dict(s) for s in result.traces],
         "errors": errors,
     }
+    if result.run is not None:
+        doc["run"] = result.run
     if result.verifications:
         doc["verify"] = result.verifications
     return doc

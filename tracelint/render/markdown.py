@@ -20,7 +20,7 @@ from tracelint.engine.escape import no_commands, terminal
 from tracelint.engine.finding import SourceLocation, TraceLocation
 from tracelint.engine.location import trace_context
 from tracelint.engine.result import RunResult
-from tracelint.render._common import verdict_line
+from tracelint.render._common import measured_message, verdict_line
 from tracelint.render._diff import DIFF_KERNELS_SHOWN, diff_delta, diff_gate_line, diff_noise_words
 from tracelint.render.text import count_line, ordered_metrics
 
@@ -109,6 +109,8 @@ def _ms(value: float | None) -> str:
 
 def _report(result: RunResult) -> str:
     lines: list[str] = []
+    if result.run is not None:  # `tracelint run`: what ran, as the text report opens
+        lines += ["### tracelint run", "", *(f"- {md(line.strip())}" for line in result.run["summary"]), ""]
     if result.traces:
         lines += ["### tracelint: trace verdicts", "",
                   *table(("trace", "rank", "verdict", "evidence"),
@@ -132,7 +134,7 @@ def _report(result: RunResult) -> str:
                 where = f"{md(loc.path)}" + (f" ({md(context)})" if context else "")
                 if loc.source is not None:
                     where += f" → {md(loc.source.path)}:{loc.source.line}"
-            rows.append((f.code, str(f.severity), where, md(f.message)))
+            rows.append((f.code, str(f.severity), where, md(measured_message(f, ""))))
         lines += ["", "### tracelint: findings", "", *table(("rule", "severity", "where", "message"), rows)]
     lines += ["", md(count_line(result, Paint(False)))]
     return "\n".join(lines).lstrip("\n")

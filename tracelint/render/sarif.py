@@ -18,7 +18,9 @@ line in the message, because a line within a cell is not a line of the .ipynb fi
 Unreadable inputs become ``invocations[0].toolExecutionNotifications`` (and ``executionSuccessful: false``); the
 trace verdicts and metrics ride along in ``runs[0].properties.traces`` (the JSON format's ``traces`` entries), and a
 ``tracelint verify`` report's targets in ``runs[0].properties.verify`` (its ``verify`` entries; each measured
-result also carries ``properties.verification``).
+result also carries ``properties.verification``). A ``tracelint run`` report's record is ``runs[0].properties.run``,
+and each of its results carries ``properties.evidence`` (the JSON format's ``evidence``: the lint and the trace
+finding, the measured cost) and says in its message what the trace measured of it.
 
 Text from traces and files is data. Messages, which code scanning shows to people, have their control characters,
 ANSI escapes and bidi controls shown as escapes (``\\x1b``, ``\\u202e``, ``\\xff`` for a file name's undecodable
@@ -36,7 +38,7 @@ from tracelint.engine.catalog import RuleDoc, catalog
 from tracelint.engine.display import report_path
 from tracelint.engine.escape import terminal, utf8_bytes, valid_unicode
 from tracelint.engine.finding import Finding, Severity, TraceLocation
-from tracelint.engine.records import trace_fields
+from tracelint.engine.records import evidence_dict, trace_fields
 from tracelint.engine.result import InputError, RunResult
 from tracelint.engine.version import __version__
 from tracelint.render._common import (
@@ -80,6 +82,8 @@ def document(result: RunResult) -> dict:
     }
     if result.verifications:
         run["properties"]["verify"] = result.verifications
+    if result.run is not None:
+        run["properties"]["run"] = result.run
     return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
@@ -114,7 +118,7 @@ def _result(finding: Finding, rule_index: int, fingerprint: str) -> dict:
         "ruleId": finding.code,
         "ruleIndex": rule_index,
         "level": LEVEL[finding.severity],
-        "message": {"text": terminal(anchored_message(finding, at.where))},
+        "message": {"text": terminal(_message(finding, at.where))},
         "locations": [{"physicalLocation": _physical(at)}],
         "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
     }
@@ -122,9 +126,18 @@ def _result(finding: Finding, rule_index: int, fingerprint: str) -> dict:
     if isinstance(finding.location, TraceLocation):
         properties = {"origin": "trace", "trace": {"path": finding.path, **trace_fields(finding.location)}}
     properties.update(finding.details)  # measured facts (trace numbers, a `verification` result) as properties
+    if finding.evidence is not None:  # `tracelint run`: both halves' evidence, as the JSON report's
+        properties["evidence"] = evidence_dict(finding.evidence)
     if properties:
         out["properties"] = properties
     return out
+
+
+def _message(finding: Finding, where: str) -> str:
+    """The anchored message; a `tracelint run` finding's also says what the trace measured of it."""
+    message = anchored_message(finding, where)
+    evidence = finding.evidence
+    return f"{message}; {evidence.words()}" if evidence is not None and evidence.source is not None else message
 
 
 def _physical(at: Anchor) -> dict:

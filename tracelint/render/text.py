@@ -160,10 +160,13 @@ def _report(result: RunResult, paint: Paint, view: View = View()) -> str:
     # The analyzer adds one summary over the ranks of a job directory: it gives the headline, its ranks the blocks.
     overall = [s for s in result.traces if is_rank_summary(s, result.traces)]
     ranks = [s for s in result.traces if not any(s is o for o in overall)]
+    if result.run is not None and not view.quiet:  # `tracelint run`: what ran, then the report
+        lines.extend([*result.run["summary"], ""])
     if result.traces:
         lines.append(headline(overall or ranks, paint))
     if result.traces and not view.quiet:
-        blocks = findings_by_trace(result.findings, ranks)
+        # `tracelint run` lists every finding in one list, ordered by measured cost, after the trace blocks.
+        blocks = findings_by_trace(result.findings, ranks) if result.run is None else {}
         members = {id(o): [s for s in ranks if Path(o.path) in Path(s.path).parents] for o in overall}
         in_job = {id(s) for group in members.values() for s in group}
         for i, summary in enumerate(ranks):
@@ -173,7 +176,7 @@ def _report(result: RunResult, paint: Paint, view: View = View()) -> str:
             placed.update(id(f) for f in blocks.get(i, []))
         for summary in overall:
             mine = [f for f in result.findings if id(f) not in placed and isinstance(f.location, TraceLocation)
-                    and f.location.path == summary.path]
+                    and f.location.path == summary.path and result.run is None]
             placed.update(id(f) for f in mine)
             lines.append("")
             lines.extend(_trace_block(summary, mine, paint, view, with_evidence=len(overall) > 1,
