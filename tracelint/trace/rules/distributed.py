@@ -118,8 +118,9 @@ class StragglerRank(JobRule):
 
     @staticmethod
     def _unprofiled(lead: Lead, share: float | None, cause: str) -> str:
+        verb = "waits" if len(lead.waiting) == 1 else "wait"
         measured = (f"measured without the profiler (tracelint.profile, on the steps it did not record), "
-                    f"{_ranks(list(lead.waiting))} wait up to {ms(lead.wait_us)} per step in collectives "
+                    f"{_ranks(list(lead.waiting))} {verb} up to {ms(lead.wait_us)} per step in collectives "
                     f"({pct(share)} of the {ms(lead.step_us)} unprofiled step)")
         if lead.cause == JOB:
             return f"rank {lead.rank} is a straggler: {measured}, and rank {lead.rank} waits the least{cause}"
