@@ -201,16 +201,28 @@ def _digests(builders: list[TraceBuilder], records: dict[int, dict] | None) -> d
     return digests
 
 
-def test_the_unprofiled_record_decides_when_every_rank_has_it():
-    # in the trace rank 1 leads by profiled host work (the profiler's, maybe); without the profiler rank 0 waits
-    # 20 of 60 ms per step for it: a straggler, measured without the profiler
-    records = {0: {"rank": 0, "world_size": 2, "step_ms": 60.0, "wait_ms": 20.0, "method": "flight recorder"},
-               1: {"rank": 1, "world_size": 2, "step_ms": 60.0, "wait_ms": 0.3, "method": "flight recorder"}}
-    job = judge_job(_digests(_two_ranks("ops"), records), Config())
+_WAITS_FOR_RANK_1 = {0: {"rank": 0, "world_size": 2, "step_ms": 60.0, "wait_ms": 20.0, "method": "flight recorder"},
+                     1: {"rank": 1, "world_size": 2, "step_ms": 60.0, "wait_ms": 0.3, "method": "flight recorder"}}
+
+
+def test_the_unprofiled_record_and_a_cause_in_the_trace_name_a_straggler():
+    # without the profiler rank 0 waits 20 of 60 ms per step for rank 1, and in the trace rank 1 sleeps 30 ms
+    job = judge_job(_digests(_two_ranks("sleep"), _WAITS_FOR_RANK_1), Config())
     assert job.straggler == 1
     (finding,) = StragglerRank().check_job(job, {}, Config())
     assert finding.severity.name == "WARNING"
-    assert "measured without the profiler" in finding.message
+    assert "measured without the profiler" in finding.message and "sits quiet" in finding.message
+    assert dict(finding.details)["measured"] == "unprofiled"
+
+
+def test_unprofiled_waits_the_trace_gives_no_cause_for_are_not_a_straggler():
+    # the record's waits, but rank 1 leads the trace only by profiled host work, as the ranks of a host-bound job
+    # whose hosts run out of phase do (the project's 2-D TP x FSDP job, recorded on 4 x H100): info, no straggler
+    job = judge_job(_digests(_two_ranks("ops"), _WAITS_FOR_RANK_1), Config())
+    assert job.straggler is None
+    (finding,) = StragglerRank().check_job(job, {}, Config())
+    assert finding.severity.name == "INFO"
+    assert "rank 1 may be waited for" in finding.message and "out of phase" in finding.message
     assert dict(finding.details)["measured"] == "unprofiled"
 
 

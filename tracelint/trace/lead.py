@@ -8,7 +8,12 @@ collective last and its peers wait for it. A lead in the trace is therefore not 
 not record (``Recording.distributed``: per rank, the mean unprofiled step and the mean time per step spent waiting in
 collectives), the record decides, for the job as a whole: there is a straggler when the largest unprofiled wait is at
 least ``straggler-min-wait-pct`` of the unprofiled step, and it is the rank the others wait for — the one that waits
-least. No profiler is involved, so the trace's lead does not matter.
+least — provided the trace shows the leader a cause the profiler cannot have made (below: quiet host time or extra
+compute beyond the waiting ranks', at least ``straggler-min-wait-pct`` of the step). The record alone is not enough
+on host-bound jobs: there a collective kernel starts when its own host launches it and spins until the last host
+has launched its own, so the unprofiled GPU-side waits measure how far the hosts run out of phase, not time the
+job loses (the project's 2-D TP x FSDP job, equal work on every rank, recorded waits of 0-96 ms on a different rank
+in each run). A record-named leader the trace gives no cause is **info**, saying so.
 
 **Without it: the part of a lead the profiler cannot have made.** The profiler costs host time per event it records
 (an op, a Python call under ``with_stack``); it neither slows a host that records nothing — a sleep, a blocking read,
@@ -38,7 +43,7 @@ if TYPE_CHECKING:
     from tracelint.trace.digest import RankDigest
     from tracelint.trace.groups import GroupStats
 
-JOB, PROFILER, UNPROFILED_BALANCED = "job", "profiler", "unprofiled-balanced"
+JOB, PROFILER, UNPROFILED_BALANCED, UNEXPLAINED = "job", "profiler", "unprofiled-balanced", "unexplained"
 
 
 class Lead(NamedTuple):
@@ -53,7 +58,8 @@ class Lead(NamedTuple):
     quiet_us: float | None  # per step: its quiet host time beyond the waiting ranks' (None: from the record)
     compute_us: float | None  # per step: its compute beyond theirs
     job_us: float  # the part of the lead the profiler cannot have made
-    cause: str  # JOB (a straggler), PROFILER (maybe the profiler's), UNPROFILED_BALANCED (the record says none)
+    cause: str  # JOB (a straggler), PROFILER (maybe the profiler's), UNPROFILED_BALANCED (the record says none),
+    # UNEXPLAINED (the record's waits, but the trace shows the leader no cause: hosts out of phase)
     unprofiled: bool  # decided by tracelint.profile's record
 
 
@@ -72,6 +78,11 @@ def judge(ranks: dict[int, RankDigest], groups: dict[tuple, GroupStats], step_us
     records = {rank: _record(d) for rank, d in ranks.items()}
     if records and all(records.values()):
         lead = _by_record(records, limit, in_trace)
+        if lead is not None and lead.cause == JOB and step_us:
+            quiet, compute = _excess(ranks, lead.rank, lead.waiting)
+            job = min(lead.wait_us, quiet + compute)
+            lead = lead._replace(quiet_us=round(quiet, 1), compute_us=round(compute, 1), job_us=round(job, 1),
+                                 cause=JOB if job >= limit * step_us else UNEXPLAINED)
         return {None: lead} if lead is not None else {}
     return {key: _by_trace(ranks, g, step_us, limit) for key, g in in_trace.items()}
 
@@ -107,14 +118,24 @@ def _by_trace(ranks: dict[int, RankDigest], g: GroupStats, step_us: float, limit
     waiting = tuple(r for r in g.members if r != leader and g.ranks[r].wait_us > 0) or tuple(
         r for r in g.members if r != leader)
 
-    def per_step(rank: int, field: str) -> float:
-        steps = ranks[rank].steps
-        return statistics.fmean(getattr(s, field) for s in steps) if steps else 0.0
-
-    quiet = max(0.0, per_step(leader, "quiet_us") - statistics.fmean(per_step(r, "quiet_us") for r in waiting))
-    compute = max(0.0, per_step(leader, "compute_us") - statistics.fmean(per_step(r, "compute_us")
-                                                                          for r in waiting))
+    quiet, compute = _excess(ranks, leader, waiting)
     job = min(g.wait_us, quiet + compute)
     cause = JOB if job >= limit * step_us else PROFILER
     return Lead(g.key, g.label, leader, waiting, g.wait_us, step_us, round(quiet, 1), round(compute, 1),
                 round(job, 1), cause, False)
+
+
+def _excess(ranks: dict[int, RankDigest], leader: int, waiting: tuple[int, ...]) -> tuple[float, float]:
+    """The leader's quiet host time and compute time per step beyond the mean of the ranks waiting for it (each at
+    least 0): the part of a lead the profiler cannot have made."""
+
+    def per_step(rank: int, field: str) -> float:
+        steps = ranks[rank].steps if rank in ranks else ()
+        return statistics.fmean(getattr(s, field) for s in steps) if steps else 0.0
+
+    if not waiting:
+        return 0.0, 0.0
+    quiet = max(0.0, per_step(leader, "quiet_us") - statistics.fmean(per_step(r, "quiet_us") for r in waiting))
+    compute = max(0.0, per_step(leader, "compute_us") - statistics.fmean(per_step(r, "compute_us")
+                                                                          for r in waiting))
+    return quiet, compute

@@ -12,7 +12,7 @@ from tracelint.engine.display import numbered
 from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.comm import top_collective
 from tracelint.trace.job import Job, rank_list
-from tracelint.trace.lead import JOB, Lead
+from tracelint.trace.lead import JOB, UNEXPLAINED, Lead
 from tracelint.trace.pipeline import Pipeline
 from tracelint.trace.rule import JobRule, TraceRule
 from tracelint.trace.rules._common import finding, ms, pct
@@ -123,7 +123,14 @@ class StragglerRank(JobRule):
                     f"{_ranks(list(lead.waiting))} {verb} up to {ms(lead.wait_us)} per step in collectives "
                     f"({pct(share)} of the {ms(lead.step_us)} unprofiled step)")
         if lead.cause == JOB:
-            return f"rank {lead.rank} is a straggler: {measured}, and rank {lead.rank} waits the least{cause}"
+            return (f"rank {lead.rank} is a straggler: {measured}, and rank {lead.rank} waits the least; in the trace "
+                    f"{_extra(lead)}{cause}")
+        if lead.cause == UNEXPLAINED:
+            return (f"rank {lead.rank} may be waited for: {measured}, and rank {lead.rank} waits the least; but in the "
+                    f"trace {_extra(lead, 'only ')}, so nothing the profiler cannot have made explains the lead: on a "
+                    "host-bound job the GPU-side waits measure how far the hosts run out of phase (a collective spins "
+                    "from its own launch to the last rank's), not time the job loses; compare the ranks' host time "
+                    "per step")
         return (f"rank {lead.rank} reaches the collectives last in the trace, but the lead is the profiler's: "
                 f"{measured}, under straggler-min-wait-pct")
 
