@@ -201,3 +201,39 @@ def test_a_lone_stage_trace_reads_its_peers_from_the_ops_that_issued_its_kernels
     assert [op.kind for c in comm for op in c.p2p] == ["recv"] * 4 + ["send"] * 4
     assert {op.peer for c in comm for op in c.p2p} == {0}
     assert M.P2P_TIME_US.of(report.metrics) == pytest.approx(M.COMM_TIME_US.of(report.metrics))
+
+
+def test_the_schedule_of_a_stage_covers_its_compute_and_its_sends(multi_gpu_traces):
+    """The HTML report's schedule diagram: per stage, the last profiled step's segments. Their compute (forward +
+    backward) is the step's compute union as the job reads it (tracelint.trace.digest), and the send/recv segments
+    hold the step's p2p kernels: a plain reading of the same step."""
+    from tracelint.trace.comm import compute_of
+    from tracelint.trace.intervals import overlap
+    from tracelint.trace.timeline import SEGMENT_JOIN_US
+
+    for trace in sorted((multi_gpu_traces / "pp-4xh100" / "pp_gpipe_m8").glob("*.pt.trace.json.gz")):
+        report = analyze_trace(trace, timelines=True)
+        schedule = report.summaries[0].timeline["schedule"]
+        analysis = report.analyses[0]
+        step = analysis.steps[-1]
+        assert schedule["step"] == step.number and schedule["start_us"] == step.gpu_start
+        kinds = {k for _, _, k in schedule["segments"]}
+        assert {"forward", "backward", "send/recv"} <= kinds
+        compute = sum(b - a for a, b, k in schedule["segments"] if k in ("forward", "backward"))
+        union = overlap(compute_of(analysis), step.gpu_start, step.gpu_end)
+        # segments bridge the launch gaps under SEGMENT_JOIN_US between a layer's kernels, nothing more
+        kernels = sum(1 for g in analysis.gpu_events if g.step == step.index)
+        assert union - 1.0 <= compute <= union + SEGMENT_JOIN_US * kernels
+        sends = [c for c in analysis.comm if c.p2p and c.step == step.index]
+        sent = sum(b - a for a, b, k in schedule["segments"] if k == "send/recv")
+        assert sent >= 0.98 * sum(c.end - c.start for c in sends) - 1.0  # merged: overlapping sends count once
+
+
+def test_the_job_page_draws_the_schedule(multi_gpu_traces, tmp_path):
+    from tracelint.render import render
+    from tracelint.runner import run_paths
+
+    job = multi_gpu_traces / "pp-4xh100" / "pp_gpipe_m8"
+    page = render(run_paths([job], mode="trace", timelines=True), "html")
+    assert "Pipeline schedule of step 3" in page
+    assert page.count("stage 3 (rank 3)") >= 1 and "stage 0 (rank 0)" in page

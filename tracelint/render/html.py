@@ -3,8 +3,9 @@
 Top to bottom: the verdict line and its evidence; per trace (and rank) its headline metrics, a timeline strip of
 the GPU window (busy vs idle by cause, zoomable), the idle causes, the step breakdown, GPU time by kernel class and
 the top kernels, host-to-device copies (pageable vs pinned) and device memory over the window (from the timeline
-record, tracelint.trace.timeline); for a job the rank table and a chart of step time and communication wait per
-rank; for ``tracelint diff`` the step time and kernel time per class before and after, and the kernel delta table;
+record, tracelint.trace.timeline); for a job the rank table, its stages and groups, a chart of step time and
+communication wait per rank and a pipeline's schedule of one step per stage; for ``tracelint diff`` the step time
+and kernel time per class before and after, and the kernel delta table;
 every finding with its message, its source lines when the file is at hand, and its rule's documentation. A
 ``tracelint run`` report opens with what ran, and each finding's card also shows the trace's evidence of it (or that
 the profiled steps did not show it) and what ``--verify`` measured.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections import Counter
 from pathlib import Path
 
 from tracelint.engine import metrics as M
@@ -357,12 +359,53 @@ def _job_section(page: Page, summary: TraceSummary, ranks: list[TraceSummary], f
            f"<p class='evidence'>{h(verdict_line(summary))}</p>", _metric_tiles(summary),
            f"<table class='ranks'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
            _plain_table("Pipeline stages", STAGE_COLUMNS, stage_rows(ordered)),
-           _plain_table("Process groups", GROUP_COLUMNS, group_rows(ordered)), chart]
+           _plain_table("Process groups", GROUP_COLUMNS, group_rows(ordered)), chart, _schedule_chart(page, ordered)]
     out.extend(f"<p class='note'>note: {h(w)}</p>" for w in summary.warnings)
     if findings:
         out.append(f"<h3>Findings ({len(findings)})</h3>" + _findings(page, findings))
     out.append("</section>")
     return "".join(out)
+
+
+_SCHEDULE_COLORS = {"forward": "#4c6ef5", "backward": "#15aabf", "send/recv": "#e03131", "communication": "#f08c00"}
+
+
+def _schedule_chart(page: Page, ranks: list[TraceSummary]) -> str:
+    """A pipeline's schedule of one step, the diagram people draw by hand: a row per stage (by the stage the job
+    gave each rank), its forward and backward compute, its sends and recvs (mostly waiting for a neighbour) and,
+    blank, its idle time, on the trace clock from the step's first GPU start of any stage (tracelint.trace.timeline's
+    ``schedule``). Empty for a job that is not a pipeline."""
+    found = [(s, s.timeline["schedule"]) for s in ranks if s.timeline and s.timeline.get("schedule")]
+    steps = Counter(sched["step"] for _, sched in found)
+    if len(found) < 2 or not steps:
+        return ""
+    step = steps.most_common(1)[0][0]
+    rows = sorted(((M.PIPELINE_STAGE.of(s.metrics), s.rank, sched) for s, sched in found if sched["step"] == step),
+                  key=lambda row: (row[0] is None, row[0], row[1]))
+    origin = min(sched["start_us"] for _, _, sched in rows)
+    pieces: list[list] = []  # per row: (length ms, kind or None for idle), laid end to end
+    for _, _, sched in rows:
+        at, row = origin, []
+        for a, b, kind in sched["segments"]:
+            a, b = max(sched["start_us"] + a, at), sched["start_us"] + b
+            if b <= a:
+                continue  # hidden under the segment before it (another stream)
+            row += [(round((a - at) / 1000, 3), None), (round((b - a) / 1000, 3), kind)]
+            at = b
+        pieces.append(row)
+    series = [{"type": "bar", "stack": "schedule", "barWidth": "60%", "name": "", "data": [
+        ({"value": row[k][0], "name": row[k][1] or "idle",
+          "itemStyle": {"color": _SCHEDULE_COLORS.get(row[k][1], "rgba(0,0,0,0)")}} if k < len(row) else None)
+        for row in pieces]} for k in range(max(map(len, pieces)))]
+    labels = [f"stage {stage} (rank {rank})" if stage is not None else f"rank {rank}" for stage, rank, _ in rows]
+    key = " · ".join(f"{kind}: {color}" for kind, color in (("forward", "blue"), ("backward", "teal"),
+                                                              ("send/recv", "red"), ("idle", "blank")))
+    return page.chart({
+        "title": chart_title(f"Pipeline schedule of step {step}", key),
+        "tooltip": {"trigger": "item"}, "grid": {"left": 130, "right": 20, "top": 60, "bottom": 40},
+        "xAxis": {"type": "value", "name": "ms"}, "yAxis": {"type": "category", "inverse": True, "data": labels},
+        "series": series,
+    }, unit="ms", x_unit="ms", height=90 + 45 * len(rows), label=f"Pipeline schedule of step {step} per stage")
 
 
 def _plain_table(title: str, columns: tuple[str, ...], rows: list[tuple]) -> str:

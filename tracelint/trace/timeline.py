@@ -4,7 +4,9 @@
 window cut into at most ``MAX_BUCKETS`` buckets (busy time per bucket, idle time per bucket by the cause of its gap,
 host-to-device bytes per bucket from pageable and pinned memory, peak allocated memory per bucket), the steps
 (at most ``MAX_STEPS``: their GPU span and host breakdown), GPU time by kernel class and the ``TOP_KERNELS`` kernels
-with the most time. Times are µs relative to the window's start, rounded to 0.1 µs.
+with the most time. Times are µs relative to the window's start, rounded to 0.1 µs. A pipeline stage (a device
+with sends and recvs) adds the ``schedule`` of its last profiled step: the job's HTML report draws the stages' rows
+one under the other, the schedule diagram people draw by hand.
 
 A gap's time is charged to its main cause (``Gap.cause``, the largest part of its split); idle time outside the
 gaps (holes shorter than min-idle-gap-us) is ``short_gap``. The metrics split each gap exactly
@@ -16,6 +18,7 @@ import math
 from typing import TYPE_CHECKING
 
 from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
+from tracelint.trace.comm import is_communication
 from tracelint.trace.intervals import merge
 from tracelint.trace.kernels import kernel_group
 from tracelint.trace.model import H2D, KERNEL, PAGEABLE, PINNED
@@ -24,6 +27,8 @@ if TYPE_CHECKING:
     from tracelint.trace.analysis import TraceAnalysis
 
 MAX_BUCKETS = 2000
+MAX_SEGMENTS = 600  # of a stage's schedule (4 stages x 8 microbatches give about 70)
+SEGMENT_JOIN_US = 5.0  # segments of one kind this close are one (the launch gaps between the kernels of a layer)
 MAX_STEPS = 2000
 TOP_KERNELS = 20
 NAME_CHARS = 300  # a kernel name is cut to this many characters (templated names run to thousands)
@@ -66,7 +71,34 @@ def timeline_of(analysis: TraceAnalysis, buckets: int = MAX_BUCKETS) -> dict | N
         "memory": _memory(analysis, w0, width, n),
         "steps": _steps(analysis, w0),
         **_kernels(analysis, launched),
+        **({"schedule": schedule} if (schedule := _schedule(analysis)) is not None else {}),
     }
+
+
+def _schedule(analysis: TraceAnalysis) -> dict | None:
+    """A pipeline stage's last profiled step as segments ``[start, end, kind]``, µs from the step's first GPU start
+    (``start_us``, on the trace clock): ``forward`` or ``backward`` compute by the thread that launched the kernels
+    (autograd runs the backward pass on a thread of its own; the optimizer's kernels count as forward), ``send/recv``
+    and other ``communication``; what no segment covers is idle. None for a device without sends and recvs."""
+    p2p = {(c.start, c.end) for c in analysis.comm if c.kernel and c.p2p}
+    if not p2p or not analysis.steps or analysis.steps[-1].gpu_start is None:
+        return None
+    step = analysis.steps[-1]
+    lo, main = step.gpu_start, analysis.main_tid
+    segments: list[list] = []
+    for g in analysis.gpu_events:  # sorted by start
+        if g.step != step.index:
+            continue
+        if is_communication(g, analysis):
+            kind = "send/recv" if (g.start, g.end) in p2p else "communication"
+        else:
+            kind = "backward" if g.launch is not None and g.launch.tid != main else "forward"
+        a, b = g.start - lo, g.end - lo
+        if segments and segments[-1][2] == kind and a <= segments[-1][1] + SEGMENT_JOIN_US:
+            segments[-1][1] = max(segments[-1][1], b)
+        elif len(segments) < MAX_SEGMENTS:
+            segments.append([a, b, kind])
+    return {"step": step.number, "start_us": lo, "segments": [[round(a, 1), round(b, 1), k] for a, b, k in segments]}
 
 
 def _spread(values: list[float], a: float, b: float, width: float) -> None:
