@@ -64,6 +64,40 @@ def test_a_loader_finding_pairs_with_the_copies_in_the_loop_over_it(project):
     assert f.evidence.match == "the loop over `loader`" and f.evidence.cost_pct == 12.5
 
 
+def _shortened(finding: Finding, path: str) -> Finding:
+    """The trace finding with its stack naming the file by a shorter relative path (as on the 4 x H100 run)."""
+    from dataclasses import replace
+
+    loc = finding.location
+    return replace(finding, location=replace(loc, source=replace(loc.source, path=path)))
+
+
+def test_a_sync_measured_a_line_off_in_the_same_loop_pairs(project):
+    # Python 3.12's profiler gave `total += loss.item()` (line 58) line 57 on the GPU run, and named the script by
+    # its base name: the loop's only TL1 lint finding and the TL1 sync measured inside that loop are one problem
+    (project / "sub").mkdir()
+    (project / "sub" / "step.py").write_text(TRAIN)
+    lint_finding = Finding("TL101", Severity.WARNING, "m", SourceLocation("sub/step.py", 11, 15, 11, 26))
+    trace_finding = _shortened(measured("TL101", 10, cost_pct_of_step=39.5), "step.py")
+    (f,) = merge([lint_finding, trace_finding], [trace()])
+    assert f.origin == "source" and f.location.line == 11
+    assert f.evidence.match == "the same loop" and f.evidence.cost_pct == 39.5
+
+
+def test_a_sync_outside_the_loop_is_not_paired_by_it(project):
+    out = merge([lint("TL101", 11), measured("TL101", 4, cost_pct_of_step=5.0)], [trace()])
+    assert sorted(f.origin for f in out) == ["source", "trace"]  # line 4 is before the loop: two findings
+
+
+def test_a_loader_finding_pairs_through_a_shorter_path_of_its_file(project):
+    (project / "sub").mkdir()
+    (project / "sub" / "step.py").write_text(TRAIN)
+    lint_finding = Finding("TL202", Severity.WARNING, "m", SourceLocation("sub/step.py", 5, 5, 5, 9))
+    (f,) = merge([lint_finding, _shortened(measured("TL202", 7, pageable_pct_of_window=12.5), "step.py")],
+                 [trace()])
+    assert f.evidence.match == "the loop over `loader`"
+
+
 def test_the_only_one_of_its_rule_pairs_when_no_loop_links_them(project):
     out = merge([lint("TL202", 2), measured("TL202", 9, pageable_pct_of_window=3.0)], [trace()])
     assert [f.evidence.match for f in out] == ["the only TL202 of the run on each side"]
