@@ -32,6 +32,7 @@ from tracelint.engine.escape import map_strings, no_commands, terminal
 from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
 from tracelint.engine.metrics import GPU_BUSY_PCT, IDLE_CAUSES, registry
 from tracelint.engine.result import RunResult, TraceSummary
+from tracelint.engine.sourcelines import source_line
 from tracelint.render._common import is_rank_summary, verdict_line
 from tracelint.render._diff import diff_block
 from tracelint.render._verify import verify_block
@@ -462,26 +463,6 @@ def source_lines(loc: SourceLocation, paint: Paint) -> list[str]:
         width = max(1, min(end, len(text) + 1) - loc.column)
         lines.append(f"  {gutter} {paint('|', 'cyan')} {' ' * (loc.column - 1)}{paint('^' * width, 'red')}")
     return lines
-
-
-def source_line(path: str, line: int, cell: int | None) -> str | None:
-    """Line ``line`` of a file (of a notebook's cell ``cell``, counting all cells from 1), or None."""
-    try:
-        if cell is not None:
-            import orjson
-
-            source = orjson.loads(Path(path).read_bytes())["cells"][cell - 1]["source"]
-            text = "".join(source) if isinstance(source, list) else str(source)
-        else:
-            with open(path, encoding="utf-8", errors="replace") as file:
-                for number, text in enumerate(file, start=1):
-                    if number == line:
-                        return text.rstrip("\r\n")
-            return None
-        lines = text.splitlines()
-        return lines[line - 1] if 0 < line <= len(lines) else None
-    except (OSError, ValueError, LookupError, TypeError):
-        return None
 
 
 def count_line(result: RunResult, paint: Paint) -> str:
