@@ -479,12 +479,25 @@ def count_line(result: RunResult, paint: Paint) -> str:
     elif n:
         text = f"Found {_plural(n, 'finding')}" + (f" ({fixable} fixable with --fix)." if fixable else ".")
     elif result.errors:
-        return f"No findings, but {_plural(len(result.errors), 'input')} could not be read."
+        return f"No findings, but {_plural(len(result.errors), 'input')} could not be read." + baseline_words(result)
     else:
-        return paint("All checks passed.", "green", "bold")
+        return paint("All checks passed.", "green", "bold") + baseline_words(result)
     if hidden:
         text += f" ({_plural(hidden, 'hidden fix', 'hidden fixes')} can be enabled with --unsafe-fixes.)"
-    return text
+    return text + baseline_words(result)
+
+
+def baseline_words(result: RunResult) -> str:
+    """' 12 findings hidden by the baseline; 3 baseline entries no longer match (--write-baseline removes stale
+    entries).' after the count (nothing without a baseline)."""
+    use = result.baseline
+    if use is None:
+        return ""
+    text = f" {_plural(use.hidden, 'finding')} hidden by the baseline"
+    if use.stale:
+        entries = "baseline entry no longer matches" if use.stale == 1 else "baseline entries no longer match"
+        text += f"; {use.stale} {entries} (--write-baseline removes stale entries)"
+    return text + "."
 
 
 def _plural(n: int, word: str, words: str | None = None) -> str:
