@@ -124,6 +124,9 @@ _SOURCE = (
                  help="With `-` as the path: the name the code read from stdin goes by (config, messages); "
                       "with --fix the fixed code goes to stdout and the report to stderr."),
     click.option("--watch", "-w", is_flag=True, help="Run again whenever a file under the paths changes."),
+    click.option("--add-noqa", is_flag=True,
+                 help="Add `# noqa: TLxxx` to each flagged line (merged into an existing noqa; notebooks too), "
+                      "writing the files atomically, and exit 0."),
 )
 _PATHS = click.argument("paths", nargs=-1, type=click.Path(allow_dash=True), required=True)
 
@@ -179,7 +182,7 @@ def threshold_options(items: tuple[str, ...]) -> dict[str, float]:
 def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path, output, exclude=(), quiet=False,
          statistics=False, show_source=False, thresholds=(), verbose=False, fix=False, unsafe_fixes=False,
          show_diff=False, stdin_filename=None, watch=False, annotate=None, jobs=None, dask_scheduler=None,
-         baseline_path=None, write_baseline=None) -> None:
+         baseline_path=None, write_baseline=None, add_noqa=False) -> None:
     try:
         base = base_config(config_path if config_path or not stdin_filename else None,
                             near=Path(stdin_filename).parent if stdin_filename else None)
@@ -196,7 +199,7 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
     elif stdin_filename:
         raise click.UsageError("--stdin-filename names the code read from stdin: give `-` as the path")
     fixing = "diff" if show_diff else fix
-    _check_adoption_options(paths, baseline_path, write_baseline, fixing, watch)
+    _check_adoption_options(paths, baseline_path, write_baseline, add_noqa, fixing, watch)
     # The config's baseline is not applied to code from stdin (an editor shows every finding of the buffer).
     used = baseline_path or (config.baseline if not (write_baseline or "-" in paths) else None)
     baseline = _read_baseline(Path(used)) if used else None
@@ -233,6 +236,8 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
     result = once()
     if write_baseline:
         _write_baseline(result, Path(write_baseline), config)
+    if add_noqa:
+        _add_noqa(result)
     if not ("-" in paths and fixing is True):  # fixed code from stdin went to stdout, its report to stderr
         _report(result, fmt, output, view, show_diff)
     if annotate and not result.errors:
@@ -250,13 +255,15 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
     sys.exit(result.exit_code(config.fail_on, exit_zero))
 
 
-def _check_adoption_options(paths, baseline_path, write_baseline, fixing, watch) -> None:
-    """Usage errors for the options that adopt tracelint on existing code (baseline)."""
+def _check_adoption_options(paths, baseline_path, write_baseline, add_noqa, fixing, watch) -> None:
+    """Usage errors for the options that adopt tracelint on existing code (baseline, --add-noqa)."""
     if baseline_path and write_baseline:
         raise click.UsageError("--baseline and --write-baseline: give one (--write-baseline rewrites the file)")
-    if (baseline_path or write_baseline) and "-" in paths:
-        raise click.UsageError("--baseline and --write-baseline read the flagged lines from the files: "
+    if (baseline_path or write_baseline or add_noqa) and "-" in paths:
+        raise click.UsageError("--baseline, --write-baseline and --add-noqa read the flagged lines from the files: "
                                "not with `-` (stdin)")
+    if add_noqa and (fixing or watch or write_baseline):
+        raise click.UsageError("--add-noqa writes comments only: not with --fix, --diff, --watch or --write-baseline")
     if write_baseline and (fixing == "diff" or watch):
         raise click.UsageError("--write-baseline writes the findings once: not with --diff or --watch")
 
@@ -287,6 +294,21 @@ def _write_baseline(result: RunResult, path: Path, config: Config) -> None:
     say(f"tracelint: wrote {path}: {entries} baseline entr{'y' if entries == 1 else 'ies'} "
         f"({len(result.findings)} from this run)")
     sys.exit(EXIT_ERROR if result.errors else EXIT_CLEAN)
+
+
+def _add_noqa(result: RunResult) -> None:
+    """--add-noqa: the comments, what could not be suppressed, how many were added; exit 0 (2 when an input could
+    not be read or written)."""
+    from tracelint.source.noqa import add_noqa
+
+    done = add_noqa(result.findings)
+    for error in [*result.errors, *done.errors]:
+        say(f"error: {error}")
+    for finding, why in done.skipped:
+        say(f"note: {finding.location}: {finding.code} not suppressed: {why}")
+    comments = "noqa comment" if done.comments == 1 else "noqa comments"
+    say(f"Added {done.comments} {comments} in {done.files} file{'' if done.files == 1 else 's'}.")
+    sys.exit(EXIT_ERROR if result.errors or done.errors else EXIT_CLEAN)
 
 
 def _report(result: RunResult, fmt: str, output: str | None, view: dict, show_diff: bool) -> None:
@@ -449,6 +471,7 @@ def check_cmd(**kwargs) -> None:
     Adopting tracelint on code that already has findings:
       tracelint check --write-baseline tracelint-baseline.json src/   record today's findings (exit 0)
       tracelint check --baseline tracelint-baseline.json src/         report only findings not in it
+      tracelint check --add-noqa src/                                 or add `# noqa: TLxxx` to each flagged line
     A baseline entry is the rule, the file, the flagged line's text and its occurrence among identical ones (no
     line number: code that moves stays silenced). `baseline = "FILE"` in [tool.tracelint] applies one to every
     run (relative to that pyproject.toml).
