@@ -157,6 +157,11 @@ def test_a_missing_baseline_and_conflicting_options_are_usage_errors(tmp_path: P
     (tmp_path / "a.py").write_text("x = 1\n")
     missing = tracelint("check", "--baseline", "nope.json", "a.py", cwd=tmp_path)
     assert missing.returncode == 2 and "nope.json" in missing.stderr and "Traceback" not in missing.stderr
+    (tmp_path / "folder").mkdir()
+    for option in ("--baseline", "--write-baseline"):
+        proc = tracelint("check", option, "folder", "a.py", cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "folder" in proc.stderr, proc.stderr
+    assert list((tmp_path / "folder").iterdir()) == []  # no temporary file left behind
     both = tracelint("check", "--baseline", "a.json", "--write-baseline", "b.json", "a.py", cwd=tmp_path)
     assert both.returncode == 2 and not (tmp_path / "b.json").exists()
 

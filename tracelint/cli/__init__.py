@@ -91,11 +91,11 @@ _SHARED = (
     click.option("--quiet", "-q", is_flag=True, help="Print the verdict line and the findings only."),
     click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them."),
     click.option("--show-source", is_flag=True, help="Show each finding's source line (with carets under its span)."),
-    click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    click.option("--baseline", "baseline_path", type=click.Path(), default=None, metavar="FILE",
                  help="Report only the findings that are not in this baseline file (written by --write-baseline; "
                       "matched by rule, file, the flagged line's text and its occurrence, not by line number). "
                       "Overrides the config's `baseline`."),
-    click.option("--write-baseline", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    click.option("--write-baseline", type=click.Path(), default=None, metavar="FILE",
                  help="Write this run's findings to FILE as a baseline and exit 0; entries of files not checked "
                       "this time are kept, stale ones dropped."),
 )
