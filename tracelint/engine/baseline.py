@@ -5,10 +5,12 @@ A finding's baseline entry is what survives edits elsewhere in the file: its rul
 baseline file's folder), the normalized text of the line it flags (whitespace collapsed, comments and suppressions
 stripped) and its occurrence: the how-manieth finding of that (rule, file, text) it is, in file order. No line
 number: code that moves keeps its entries, and a second identical line (a new ``loss.item()`` below an old one)
-is occurrence 1, which the baseline does not hold.
+is occurrence 1, which the baseline does not hold. (A new identical line *above* an old one takes occurrence 0, and
+the old one is reported in its place: the count is right, the line is the later of the two.)
 
 A trace finding's entry has, in place of a file, the source file its Python stack gives and that line's text, or,
-without a stack, its event or kernel name with digit runs written ``N`` (``ProfilerStep#N``). The trace file's own
+without a stack, its event or kernel name with digit runs written ``N`` (``ProfilerStep#N``); a stack's file that
+cannot be read where tracelint runs gives ``line N`` for its text. The trace file's own
 name is not part of it: a rank's trace is named after its host and a timestamp, new on every run.
 
 The file (version 1)::
