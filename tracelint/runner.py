@@ -105,6 +105,7 @@ def _collect(result: RunResult, item) -> None:
         result.findings.append(item)
     elif isinstance(item, FileChecked):
         result.files_checked += 1
+        result.paths_checked.append(item.path)
         result.fixed += item.fixed
         result.resolved += item.resolved
         result.exposed += item.exposed

@@ -91,6 +91,13 @@ _SHARED = (
     click.option("--quiet", "-q", is_flag=True, help="Print the verdict line and the findings only."),
     click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them."),
     click.option("--show-source", is_flag=True, help="Show each finding's source line (with carets under its span)."),
+    click.option("--baseline", "baseline_path", type=click.Path(), default=None, metavar="FILE",
+                 help="Report only the findings that are not in this baseline file (written by --write-baseline; "
+                      "matched by rule, file, the flagged line's text and its occurrence, not by line number). "
+                      "Overrides the config's `baseline`."),
+    click.option("--write-baseline", type=click.Path(), default=None, metavar="FILE",
+                 help="Write this run's findings to FILE as a baseline and exit 0; entries of files not checked "
+                      "this time are kept, stale ones dropped."),
 )
 _TRACE = (
     click.option("--threshold", "thresholds", multiple=True, metavar="KEY=VALUE",
@@ -117,6 +124,9 @@ _SOURCE = (
                  help="With `-` as the path: the name the code read from stdin goes by (config, messages); "
                       "with --fix the fixed code goes to stdout and the report to stderr."),
     click.option("--watch", "-w", is_flag=True, help="Run again whenever a file under the paths changes."),
+    click.option("--add-noqa", is_flag=True,
+                 help="Add `# noqa: TLxxx` to each flagged line (merged into an existing noqa; notebooks too), "
+                      "writing the files atomically, and exit 0."),
 )
 _PATHS = click.argument("paths", nargs=-1, type=click.Path(allow_dash=True), required=True)
 
@@ -171,7 +181,8 @@ def threshold_options(items: tuple[str, ...]) -> dict[str, float]:
 
 def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path, output, exclude=(), quiet=False,
          statistics=False, show_source=False, thresholds=(), verbose=False, fix=False, unsafe_fixes=False,
-         show_diff=False, stdin_filename=None, watch=False, annotate=None, jobs=None, dask_scheduler=None) -> None:
+         show_diff=False, stdin_filename=None, watch=False, annotate=None, jobs=None, dask_scheduler=None,
+         baseline_path=None, write_baseline=None, add_noqa=False) -> None:
     try:
         base = base_config(config_path if config_path or not stdin_filename else None,
                             near=Path(stdin_filename).parent if stdin_filename else None)
@@ -188,6 +199,10 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
     elif stdin_filename:
         raise click.UsageError("--stdin-filename names the code read from stdin: give `-` as the path")
     fixing = "diff" if show_diff else fix
+    _check_adoption_options(paths, baseline_path, write_baseline, add_noqa, fixing, watch)
+    # The config's baseline is not applied to code from stdin (an editor shows every finding of the buffer).
+    used = baseline_path or (config.baseline if not (write_baseline or "-" in paths) else None)
+    baseline = _read_baseline(Path(used)) if used else None
 
     def once() -> RunResult:
         configure = lambda cfg: _overrides(base if explicit or cfg is None else cfg, **overrides)  # noqa: E731
@@ -197,11 +212,16 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
                                   view)
             from tracelint.runner import run_paths
 
-            return run_paths(list(paths), mode=mode, fix=fixing, unsafe_fixes=unsafe_fixes, configure=configure,
-                             progress=progress_enabled() and not watch, jobs=jobs, scheduler=dask_scheduler,
-                             timelines=fmt == "html")
+            result = run_paths(list(paths), mode=mode, fix=fixing, unsafe_fixes=unsafe_fixes, configure=configure,
+                               progress=progress_enabled() and not watch, jobs=jobs, scheduler=dask_scheduler,
+                               timelines=fmt == "html")
         except ConfigError as exc:  # a pyproject.toml found next to one of the files
             raise click.UsageError(str(exc)) from None
+        if baseline is not None:
+            from tracelint.engine.baseline import filter_result
+
+            filter_result(result, baseline, config.enabled)
+        return result
 
     if watch:
         _watch(once, paths, config, lambda result: _report(result, fmt, output, view, show_diff))
@@ -214,6 +234,10 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
             say(f"error: --dask-scheduler {DASK_MISSING}")
             sys.exit(EXIT_ERROR)
     result = once()
+    if write_baseline:
+        _write_baseline(result, Path(write_baseline), config)
+    if add_noqa:
+        _add_noqa(result)
     if not ("-" in paths and fixing is True):  # fixed code from stdin went to stdout, its report to stderr
         _report(result, fmt, output, view, show_diff)
     if annotate and not result.errors:
@@ -229,6 +253,62 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
     if show_diff:
         sys.exit(result.exit_code() if result.errors else EXIT_FINDINGS if result.diffs_of_fixes else EXIT_CLEAN)
     sys.exit(result.exit_code(config.fail_on, exit_zero))
+
+
+def _check_adoption_options(paths, baseline_path, write_baseline, add_noqa, fixing, watch) -> None:
+    """Usage errors for the options that adopt tracelint on existing code (baseline, --add-noqa)."""
+    if baseline_path and write_baseline:
+        raise click.UsageError("--baseline and --write-baseline: give one (--write-baseline rewrites the file)")
+    if (baseline_path or write_baseline or add_noqa) and "-" in paths:
+        raise click.UsageError("--baseline, --write-baseline and --add-noqa read the flagged lines from the files: "
+                               "not with `-` (stdin)")
+    if add_noqa and (fixing or watch or write_baseline):
+        raise click.UsageError("--add-noqa writes comments only: not with --fix, --diff, --watch or --write-baseline")
+    if write_baseline and (fixing == "diff" or watch):
+        raise click.UsageError("--write-baseline writes the findings once: not with --diff or --watch")
+
+
+def _read_baseline(path: Path):
+    """The baseline at ``path``; a broken one is one error line naming it, exit 2."""
+    from tracelint.engine.baseline import BaselineError, read_baseline
+
+    try:
+        return read_baseline(path)
+    except BaselineError as exc:
+        say(f"error: {exc}")
+        sys.exit(EXIT_ERROR)
+
+
+def _write_baseline(result: RunResult, path: Path, config: Config) -> None:
+    """--write-baseline: the file, one line saying what it holds, exit 0 (2 when an input could not be read: its
+    findings are not in the baseline; the file keeps its old entries)."""
+    from tracelint.engine.baseline import BaselineError, write_result
+
+    for error in result.errors:
+        say(f"error: {error}")
+    try:
+        entries = write_result(result, path, config.enabled)
+    except BaselineError as exc:
+        say(f"error: {exc}")
+        sys.exit(EXIT_ERROR)
+    say(f"tracelint: wrote {path}: {entries} baseline entr{'y' if entries == 1 else 'ies'} "
+        f"({len(result.findings)} from this run)")
+    sys.exit(EXIT_ERROR if result.errors else EXIT_CLEAN)
+
+
+def _add_noqa(result: RunResult) -> None:
+    """--add-noqa: the comments, what could not be suppressed, how many were added; exit 0 (2 when an input could
+    not be read or written)."""
+    from tracelint.source.noqa import add_noqa
+
+    done = add_noqa(result.findings)
+    for error in [*result.errors, *done.errors]:
+        say(f"error: {error}")
+    for finding, why in done.skipped:
+        say(f"note: {finding.location}: {finding.code} not suppressed: {why}")
+    comments = "noqa comment" if done.comments == 1 else "noqa comments"
+    say(f"Added {done.comments} {comments} in {done.files} file{'' if done.files == 1 else 's'}.")
+    sys.exit(EXIT_ERROR if result.errors or done.errors else EXIT_CLEAN)
 
 
 def _report(result: RunResult, fmt: str, output: str | None, view: dict, show_diff: bool) -> None:
@@ -385,7 +465,17 @@ def auto_cmd(**kwargs) -> None:
 @cli.command("check")
 @_options(*_SHARED, *_SOURCE, _PATHS)
 def check_cmd(**kwargs) -> None:
-    """Lint Python files, notebooks and directories (`-` reads the code from stdin)."""
+    """Lint Python files, notebooks and directories (`-` reads the code from stdin).
+
+    \b
+    Adopting tracelint on code that already has findings:
+      tracelint check --write-baseline tracelint-baseline.json src/   record today's findings (exit 0)
+      tracelint check --baseline tracelint-baseline.json src/         report only findings not in it
+      tracelint check --add-noqa src/                                 or add `# noqa: TLxxx` to each flagged line
+    A baseline entry is the rule, the file, the flagged line's text and its occurrence among identical ones (no
+    line number: code that moves stays silenced). `baseline = "FILE"` in [tool.tracelint] applies one to every
+    run (relative to that pyproject.toml).
+    """
     _run("source", **kwargs)
 
 

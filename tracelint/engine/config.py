@@ -12,6 +12,8 @@ traces take the one found from the working directory. Keys::
     exclude = [".git", ".venv", ...]   # replaces the default directory excludes
     extend-exclude = ["legacy/"]
     file-time-limit = 20               # seconds one source file may take (then it is reported, not analysed)
+    baseline = "tracelint-baseline.json"  # report only findings not in it (tracelint.engine.baseline); the path
+                                       # is relative to this pyproject.toml; --baseline FILE overrides it
 
     [tool.tracelint.trace]             # thresholds (tracelint.engine.thresholds; `tracelint thresholds`)
     min-gpu-busy-pct = 80
@@ -79,6 +81,7 @@ class Config:
     file_time_limit: float = DEFAULT_FILE_TIME_LIMIT_S  # seconds one source file may take
     diff_max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT  # [tool.tracelint.diff]
     diff_thresholds: tuple[tuple[str, float], ...] = ()  # TL010 gate keys the diff checks NEW against
+    baseline: Path | None = None  # `baseline = "FILE"`, resolved against the config file's folder
 
     def __post_init__(self) -> None:
         # Codes are case-insensitive however the Config was made (pyproject, command line or code).
@@ -252,7 +255,7 @@ def _diff_section(table: dict, where: str) -> tuple[float, tuple[tuple[str, floa
 
 
 KNOWN_KEYS = ("select", "ignore", "per-file-ignores", "severities", "fail-on", "exclude", "extend-exclude", "trace",
-              "file-time-limit", "diff")
+              "file-time-limit", "diff", "baseline")
 
 
 def parse_config(table: dict, root: Path, where: Path) -> Config:
@@ -279,6 +282,10 @@ def parse_config(table: dict, root: Path, where: Path) -> Config:
                                                      f"{section} per-file-ignores"))
                 for pattern, codes in _table(table.get("per-file-ignores", {}), "per-file-ignores", where).items())
     limit = table.get("file-time-limit", DEFAULT_FILE_TIME_LIMIT_S)
+    baseline = table.get("baseline")
+    if baseline is not None and (not isinstance(baseline, str) or not baseline.strip()):
+        raise ConfigError(f"{section} baseline must be a file name, not "
+                          f"{_kind(baseline) if not isinstance(baseline, str) else 'an empty string'}")
     diff_limit, diff_gates = _diff_section(_table(table.get("diff", {}), "diff", where),
                                            f"{where}: [tool.tracelint.diff]")
     return Config(
@@ -293,6 +300,7 @@ def parse_config(table: dict, root: Path, where: Path) -> Config:
         file_time_limit=_number(limit, "file-time-limit", section, positive=True),
         diff_max_regression_pct=diff_limit,
         diff_thresholds=diff_gates,
+        baseline=root / baseline if baseline is not None else None,
     )
 
 

@@ -7,6 +7,7 @@ import math
 from tracelint.engine.catalog import rule_name
 from tracelint.engine.finding import Evidence, Finding
 from tracelint.engine.location import SourceLocation, TraceLocation
+from tracelint.engine.result import BaselineUse
 
 
 def finding_dict(finding: Finding) -> dict:
@@ -33,6 +34,11 @@ def finding_dict(finding: Finding) -> dict:
         "details": dict(finding.details),
         "evidence": evidence_dict(finding.evidence) if finding.evidence is not None else None,
     }
+
+
+def baseline_dict(use: BaselineUse | None) -> dict | None:
+    """What --baseline did, as the JSON report's ``baseline`` (null without a baseline)."""
+    return None if use is None else {"path": use.path, "hidden": use.hidden, "stale": use.stale}
 
 
 def evidence_dict(evidence: Evidence) -> dict:

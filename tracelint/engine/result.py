@@ -47,12 +47,23 @@ class TraceSummary:
     timeline: dict | None = field(default=None, hash=False, compare=False, repr=False)
 
 
+@dataclass(frozen=True, slots=True)
+class BaselineUse:
+    """What ``--baseline`` did to a run (tracelint.engine.baseline): the file, the findings it hid, and its entries
+    for the files and rules checked that matched no finding (``stale``: fixed or changed since it was written)."""
+
+    path: str
+    hidden: int
+    stale: int
+
+
 @dataclass
 class RunResult:
     findings: list[Finding] = field(default_factory=list)
     traces: list[TraceSummary] = field(default_factory=list)
     errors: list[InputError] = field(default_factory=list)
     files_checked: int = 0
+    paths_checked: list[str] = field(default_factory=list)  # the source files read, as their findings name them
     fixed: int = 0
     resolved: int = 0  # FileChecked.resolved and .exposed, summed: what --fix did to the findings a plain run reports
     exposed: int = 0
@@ -68,6 +79,8 @@ class RunResult:
     # `tracelint run`: the run's plain record (what ran, how it was profiled, how it ended: tracelint.run.report);
     # its findings carry their Evidence and come in the order of their measured cost. None for every other command.
     run: dict | None = None
+    # `--baseline`: what the baseline hid; None when the run used none.
+    baseline: BaselineUse | None = None
 
     def exit_code(self, fail_on: Severity = Severity.WARNING, exit_zero: bool = False) -> int:
         if self.errors:

@@ -32,6 +32,7 @@ from tracelint.engine.finding import VERIFICATION, Finding, SourceLocation, Trac
 from tracelint.engine.location import trace_context
 from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
 from tracelint.engine.result import RunResult, TraceSummary
+from tracelint.engine.sourcelines import source_line
 from tracelint.render._common import is_rank_summary, verdict_line
 from tracelint.render._diff import diff_delta, diff_gate_line, diff_noise_words
 from tracelint.render._page import (
@@ -57,7 +58,6 @@ from tracelint.render.text import (
     ordered_metrics,
     rank_rows,
     shown_metrics,
-    source_line,
     stage_rows,
 )
 

@@ -76,6 +76,11 @@ decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 an
             "notes": [str]} | null} | null
       }],
       "errors": [{"path": str, "message": str, "line": int | null}],  # inputs that could not be read
+      "baseline": {                    # --baseline (or the config's `baseline`); null when the run used none
+        "path": str,                   # the baseline file
+        "hidden": int,                 # findings of this run the baseline holds: not in `findings`
+        "stale": int                   # its entries for the files and rules checked that matched no finding
+      } | null,
       "run": {...},                    # `tracelint run` reports only (absent otherwise), see below
       "verify": [{...}]                # `tracelint verify` reports only (absent otherwise): one entry per target,
                                        # its settings, baseline runs and variants (under --trace each with its
@@ -138,7 +143,7 @@ A ``tracelint diff BASE NEW`` report is a document of its own (the numbers are d
 """
 from __future__ import annotations
 
-from tracelint.engine.records import finding_dict
+from tracelint.engine.records import baseline_dict, finding_dict
 from tracelint.engine.result import RunResult
 from tracelint.render._common import dumps, trace_summary_dict
 
@@ -161,6 +166,7 @@ def document(result: RunResult) -> dict:
         "findings": [finding_dict(f) for f in result.findings],
         "traces": [trace_summary_dict(s) for s in result.traces],
         "errors": errors,
+        "baseline": baseline_dict(result.baseline),
     }
     if result.run is not None:
         doc["run"] = result.run

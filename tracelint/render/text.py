@@ -32,6 +32,7 @@ from tracelint.engine.escape import map_strings, no_commands, terminal
 from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
 from tracelint.engine.metrics import GPU_BUSY_PCT, IDLE_CAUSES, registry
 from tracelint.engine.result import RunResult, TraceSummary
+from tracelint.engine.sourcelines import source_line
 from tracelint.render._common import is_rank_summary, verdict_line
 from tracelint.render._diff import diff_block
 from tracelint.render._verify import verify_block
@@ -464,26 +465,6 @@ def source_lines(loc: SourceLocation, paint: Paint) -> list[str]:
     return lines
 
 
-def source_line(path: str, line: int, cell: int | None) -> str | None:
-    """Line ``line`` of a file (of a notebook's cell ``cell``, counting all cells from 1), or None."""
-    try:
-        if cell is not None:
-            import orjson
-
-            source = orjson.loads(Path(path).read_bytes())["cells"][cell - 1]["source"]
-            text = "".join(source) if isinstance(source, list) else str(source)
-        else:
-            with open(path, encoding="utf-8", errors="replace") as file:
-                for number, text in enumerate(file, start=1):
-                    if number == line:
-                        return text.rstrip("\r\n")
-            return None
-        lines = text.splitlines()
-        return lines[line - 1] if 0 < line <= len(lines) else None
-    except (OSError, ValueError, LookupError, TypeError):
-        return None
-
-
 def count_line(result: RunResult, paint: Paint) -> str:
     """ruff's closing line: 'Found 3 findings (2 fixable with --fix).' or 'All checks passed.'"""
     n = len(result.findings)
@@ -498,12 +479,25 @@ def count_line(result: RunResult, paint: Paint) -> str:
     elif n:
         text = f"Found {_plural(n, 'finding')}" + (f" ({fixable} fixable with --fix)." if fixable else ".")
     elif result.errors:
-        return f"No findings, but {_plural(len(result.errors), 'input')} could not be read."
+        return f"No findings, but {_plural(len(result.errors), 'input')} could not be read." + baseline_words(result)
     else:
-        return paint("All checks passed.", "green", "bold")
+        return paint("All checks passed.", "green", "bold") + baseline_words(result)
     if hidden:
         text += f" ({_plural(hidden, 'hidden fix', 'hidden fixes')} can be enabled with --unsafe-fixes.)"
-    return text
+    return text + baseline_words(result)
+
+
+def baseline_words(result: RunResult) -> str:
+    """' 12 findings hidden by the baseline; 3 baseline entries no longer match (--write-baseline removes stale
+    entries).' after the count (nothing without a baseline)."""
+    use = result.baseline
+    if use is None:
+        return ""
+    text = f" {_plural(use.hidden, 'finding')} hidden by the baseline"
+    if use.stale:
+        entries = "baseline entry no longer matches" if use.stale == 1 else "baseline entries no longer match"
+        text += f"; {use.stale} {entries} (--write-baseline removes stale entries)"
+    return text + "."
 
 
 def _plural(n: int, word: str, words: str | None = None) -> str:
