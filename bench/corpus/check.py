@@ -18,6 +18,12 @@ Usage::
 
     python bench/corpus/fetch.py [--mirror-root DIR]      # once
     python bench/corpus/check.py [--cache DIR] [--json OUT] [--show fp,fn,unlabeled] [--tracelint-root DIR]
+    python bench/corpus/check.py --set heldout              # the held-out set (heldout/sources.json, labels.csv)
+
+Runs: the main set is linted in one run of all its files (as its published figures were). The held-out set is
+linted one run per repository (``--per-repo``), as a user lints their own project: in one run of all files,
+``from utils import ...`` or ``from models import *`` of one repository can resolve to another repository's
+``utils.py`` and bring its facts (a matmul, a device) into a program they are no part of.
 """
 from __future__ import annotations
 
@@ -34,7 +40,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
-from fetch import DEFAULT_CACHE, load_sources, repo_dir  # noqa: E402
+from fetch import DEFAULT_CACHE, SETS, load_sources, repo_dir, set_dir  # noqa: E402
 
 
 def load_labels(path: Path = HERE / "labels.csv") -> list[dict]:
@@ -45,9 +51,9 @@ def load_labels(path: Path = HERE / "labels.csv") -> list[dict]:
         r["line"] = int(r["line"])
         key = (r["repo"], r["path"], r["line"], r["rule"])
         if r["label"] not in ("tp", "fp", "fn"):
-            raise SystemExit(f"labels.csv: bad label {r['label']!r} in {key}")
+            raise SystemExit(f"{path.name}: bad label {r['label']!r} in {key}")
         if key in seen:
-            raise SystemExit(f"labels.csv: duplicate row {key}")
+            raise SystemExit(f"{path.name}: duplicate row {key}")
         seen.add(key)
     return rows
 
@@ -68,6 +74,16 @@ def run_linter(cache: Path, files: list[str], root: Path = REPO) -> tuple[list[d
     return out["findings"], dt
 
 
+def run_per_repo(cache: Path, sources: list[dict], root: Path = REPO) -> tuple[list[dict], float]:
+    """One linter run per repository (its listed files), the findings of all runs together."""
+    findings, total = [], 0.0
+    for s in sources:
+        found, dt = run_linter(cache, [f"{repo_dir(s['repo'])}/{p}" for p in s["paths"]], root)
+        findings += found
+        total += dt
+    return findings, total
+
+
 def ratio(a: int, b: int) -> float | None:
     return a / b if b else None
 
@@ -78,11 +94,17 @@ def fmt(x: float | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", choices=sorted(SETS), default="main",
+                    help="which labeled set (default %(default)s; heldout: heldout/sources.json and labels.csv)")
+    ap.add_argument("--per-repo", action=argparse.BooleanOptionalAction, default=None,
+                    help="one linter run per repository (default: on for heldout, off for main)")
     ap.add_argument("--cache", default=DEFAULT_CACHE, help="where fetch.py put the files (default %(default)s)")
     ap.add_argument("--line-tolerance", type=int, default=0,
                     help="match a finding to a label up to N lines away (default 0: exact line)")
     ap.add_argument("--show", default="fp,fn,unlabeled",
                     help="comma-separated lists to print: tp, fp, fn, unlabeled (default %(default)s)")
+    ap.add_argument("--rules", help="only these rules: comma-separated codes or prefixes (TL1,TL201,TL202,TL203: the "
+                                    "rules the main set labels); labels and findings of other rules are left out")
     ap.add_argument("--json", help="also write the per-rule table and the site lists to this file")
     ap.add_argument("--tracelint-root", default=str(REPO),
                     help="directory holding the tracelint package to run (default: this working tree, %(default)s); "
@@ -90,15 +112,26 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cache = Path(args.cache)
 
-    sources = load_sources()
+    folder = set_dir(args.set)
+    sources = load_sources(folder / "sources.json")
     by_dir = {repo_dir(s["repo"]): s["repo"] for s in sources}
     files = [f"{repo_dir(s['repo'])}/{p}" for s in sources for p in s["paths"]]
     missing = [f for f in files if not (cache / f).is_file()]
     if missing:
-        raise SystemExit(f"{len(missing)} corpus files missing under {cache} (first: {missing[0]}); run fetch.py")
-    labels = load_labels()
+        raise SystemExit(f"{len(missing)} corpus files missing under {cache} (first: {missing[0]}); "
+                         f"run fetch.py --set {args.set}")
+    labels = load_labels(folder / "labels.csv")
+    wanted = tuple(r.strip() for r in args.rules.split(",") if r.strip()) if args.rules else ()
+    if wanted:
+        labels = [r for r in labels if r["rule"].startswith(wanted)]
 
-    findings, dt = run_linter(cache, files, Path(args.tracelint_root))
+    per_repo = args.per_repo if args.per_repo is not None else args.set == "heldout"
+    if per_repo:
+        findings, dt = run_per_repo(cache, sources, Path(args.tracelint_root))
+    else:
+        findings, dt = run_linter(cache, files, Path(args.tracelint_root))
+    if wanted:
+        findings = [f for f in findings if f["code"].startswith(wanted)]
     reported: dict[tuple, dict] = {}
     for f in findings:
         d, path = f["path"].split("/", 1)
@@ -131,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
             lists["unlabeled"].append({"repo": k[0], "path": k[1], "line": k[2], "rule": k[3], "message": f["message"]})
             per_rule[k[3]]  # show the rule in the table
 
-    print(f"tracelint check on {len(files)} files in {dt:.1f} s: {len(findings)} findings at {len(reported)} sites; "
-          f"{len(labels)} labeled sites; line tolerance ±{tol}")
+    runs = f"{len(sources)} runs (one per repository)" if per_repo else "one run"
+    print(f"set {args.set}: tracelint check on {len(files)} files, {runs}, in {dt:.1f} s: {len(findings)} findings at "
+          f"{len(reported)} sites; {len(labels)} labeled sites; line tolerance ±{tol}")
     print()
     hdr = f"{'rule':<7} {'TP':>4} {'FP':>4} {'FN':>4} {'fixedFP':>7} {'unlab':>5} {'precision':>9} {'recall':>7}"
     print(hdr)

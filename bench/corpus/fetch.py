@@ -19,6 +19,7 @@ Usage::
     python bench/corpus/fetch.py                                   # clone from GitHub into /tmp/tracelint-corpus
     python bench/corpus/fetch.py --mirror-root /work/.mirror       # read existing git dirs, no network
     python bench/corpus/fetch.py --cache DIR                       # or TRACELINT_CORPUS_CACHE=DIR
+    python bench/corpus/fetch.py --set heldout --mirror-root /work/.mirror   # the held-out set (heldout/sources.json)
 
 Every file is checked out at the recorded commit; a repository whose mirror does not hold that commit is an error.
 """
@@ -34,6 +35,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CACHE = os.environ.get("TRACELINT_CORPUS_CACHE", "/tmp/tracelint-corpus")
+# the labeled sets: the corpus the rules were tuned on, and the held-out set labeled before the changes of issue #29
+SETS = {"main": HERE, "heldout": HERE / "heldout"}
+
+
+def set_dir(name: str) -> Path:
+    """The folder holding a set's ``sources.json`` and ``labels.csv``."""
+    return SETS[name]
 
 
 def load_sources(path: Path = HERE / "sources.json") -> list[dict]:
@@ -71,13 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", default=DEFAULT_CACHE, help="where the files go (default %(default)s)")
     ap.add_argument("--mirror-root", help="read repositories from existing git dirs under this folder")
-    ap.add_argument("--sources", default=str(HERE / "sources.json"))
+    ap.add_argument("--set", choices=sorted(SETS), default="main",
+                    help="which labeled set's sources to fetch (default %(default)s; heldout: heldout/sources.json)")
+    ap.add_argument("--sources", help="a sources.json to fetch instead of the set's")
     args = ap.parse_args(argv)
+    sources = Path(args.sources) if args.sources else set_dir(args.set) / "sources.json"
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     n = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for src in load_sources(Path(args.sources)):
+        for src in load_sources(sources):
             repo, commit = src["repo"], src["commit"]
             if args.mirror_root:
                 gitdir = find_mirror(Path(args.mirror_root), repo)
