@@ -50,7 +50,8 @@ def test_text_is_one_block_per_target_without_the_lint_count_line():
 
 def test_json_keeps_the_verify_contract_and_lint_reports_do_not_grow_it():
     doc = json.loads(render(run_result([synthetic()]), "json"))
-    assert list(doc) == ["version", "files_checked", "fixed", "findings", "traces", "errors", "verify"]
+    assert list(doc) == ["version", "files_checked", "fixed", "findings", "traces", "errors", "baseline",
+                         "verify"]
     (finding,) = doc["findings"]
     assert finding["details"]["verification"] == doc["verify"][0]["variants"][0]["verification"]
     assert "verify" not in json.loads(render(RunResult(findings=[FINDING]), "json"))
