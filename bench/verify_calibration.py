@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -278,12 +280,31 @@ def rows_of(entry_result: dict, entry: Entry) -> list[dict]:
         against = (ab.get("against") or [])[i] if i < len(ab.get("against") or []) else None
         if against and against.get("ci95"):
             line["ab"] = {"speedup": against["speedup"], "ci95": against["ci95"], "rounds": ab.get("rounds"),
-                          "stopped": ab.get("stopped"), "a_ms": _mean(ab.get("a_ms")), "b_ms": _mean(against["b_ms"])}
+                          "stopped": ab.get("stopped"), "a_ms": _mean(ab.get("a_ms")), "b_ms": _mean(against["b_ms"]),
+                          "spread": {"a": process_spread(ab.get("runs"), ab.get("a")),
+                                     "b": process_spread(ab.get("runs"), against.get("b"))}}
         else:
             line["ab"] = {"status": "missing", "reason": _why(entry_result.get("ab_step"))}
         line["agree"], line["agreement"] = agreement(line["verify"], line["ab"])
         rows.append(line)
     return rows
+
+
+def process_spread(runs: list[dict] | None, script: str | None) -> dict | None:
+    """How much of a script's step time is set per process: over the A/B's fresh processes of ``script``, the SD of
+    log(block ms) within a process (pooled) and the SD of the processes' mean log(block ms) between them, with
+    the part of it the within-process noise does not explain (``between`` minus within / blocks, as a variance).
+    In percent (SD of a log, times 100). None with fewer than 3 processes or 2 blocks each."""
+    mine = [r["block_ms"] for r in runs or () if r.get("script") == script and len(r.get("block_ms") or ()) >= 2]
+    if len(mine) < 3:
+        return None
+    logs = [[math.log(ms) for ms in blocks] for blocks in mine]
+    within = statistics.fmean(statistics.variance(run) for run in logs)
+    between = statistics.variance([statistics.fmean(run) for run in logs])
+    blocks = statistics.fmean(len(run) for run in logs)
+    return {"processes": len(mine), "within_pct": round(100 * math.sqrt(within), 1),
+            "between_pct": round(100 * math.sqrt(between), 1),
+            "process_pct": round(100 * math.sqrt(max(0.0, between - within / blocks)), 1)}
 
 
 def _why(step: dict | None) -> str:
@@ -343,6 +364,24 @@ def table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def spread_lines(rows: list[dict]) -> list[str]:
+    """Per class, how much of the step time each fresh A/B process sets for itself (process_spread)."""
+    shown = [r for r in rows if (r.get("ab") or {}).get("spread")]
+    if not shown:
+        return []
+    lines = ["", "## Step time set per process (the A/B's fresh processes)", "",
+             "SD of log(block ms), in %: within one process, and of the processes' means between processes; "
+             "'per process': the part of the latter that the within-process noise does not explain.", "",
+             "| class | processes (A / B) | within % (A / B) | between % (A / B) | per process % (A / B) |",
+             "|---|---|---|---|---|"]
+    for r in shown:
+        a, b = (r["ab"]["spread"].get(side) or {} for side in ("a", "b"))
+        cells = [f"{a.get(key, '—')} / {b.get(key, '—')}"
+                 for key in ("processes", "within_pct", "between_pct", "process_pct")]
+        lines.append(f"| {r['class']} | {' | '.join(cells)} |")
+    return lines
+
+
 def cause_lines(cause: list[dict]) -> list[str]:
     if not cause:
         return []
@@ -370,6 +409,7 @@ def summary(doc: dict) -> str:
              f"A/B: {env.get('ab_method', '?')}", "",
              f"agree: the two 95 % intervals overlap and the point estimates are within {AGREE_PCT:g} %.", ""]
     lines += table(rows)
+    lines += spread_lines(rows)
     lines += cause_lines(doc.get("cause", []))
     skipped = [s for s in doc.get("steps", []) if s.get("status") != "done" or s.get("rc")]
     if skipped:

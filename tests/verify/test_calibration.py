@@ -167,3 +167,24 @@ def test_ab_time_runs_fresh_processes_in_abba_order(tmp_path):
     assert [r["script"] for r in doc["runs"]] == [str(script), str(twin), str(twin), str(script)]
     assert doc["rounds"] == 2 and doc["ci95"] and doc["against"][0]["b"] == str(twin)
     assert "forked from a server" in doc["method"] and doc["device"]
+
+
+def test_process_spread_separates_a_per_process_offset_from_block_noise():
+    """Processes whose blocks are constant but whose levels differ by known factors: no within-process noise, and
+    the between-process SD is the SD of the log factors (computed here by hand); noise inside each process with no
+    offsets is the other way round."""
+    import math
+    import statistics
+
+    factors = [0.8, 1.0, 1.25, 1.1]
+    runs = [{"script": "a.py", "block_ms": [10.0 * f] * 4} for f in factors]
+    runs.append({"script": "b.py", "block_ms": [1.0, 2.0]})  # another script's run is not counted
+    spread = bench.process_spread(runs, "a.py")
+    expected = 100 * statistics.stdev(math.log(10.0 * f) for f in factors)
+    assert spread["processes"] == 4 and spread["within_pct"] == 0.0
+    assert spread["between_pct"] == pytest.approx(expected, abs=0.05)
+    assert spread["process_pct"] == pytest.approx(expected, abs=0.05)
+    noisy = [{"script": "a.py", "block_ms": [9.0, 11.0, 9.0, 11.0]} for _ in range(3)]
+    spread = bench.process_spread(noisy, "a.py")
+    assert spread["between_pct"] == 0.0 and spread["process_pct"] == 0.0 and spread["within_pct"] > 5
+    assert bench.process_spread(runs[:2], "a.py") is None  # too few processes to say
