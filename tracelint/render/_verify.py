@@ -82,9 +82,11 @@ def _speedup_cell(m: dict) -> str:
 
 
 def _rounds_cell(m: dict) -> str:
+    """``24 (budget)``, or with several pairs of processes ``24 in 3 pairs (budget)``."""
     if not m.get("rounds"):
         return "—"
-    return f"{m['rounds']} ({m['stopped']})" if m.get("stopped") else str(m["rounds"])
+    text = f"{m['rounds']} in {m['pairs']} pairs" if (m.get("pairs") or 1) > 1 else str(m["rounds"])
+    return f"{text} ({m['stopped']})" if m.get("stopped") else text
 
 
 def _waited(idle: dict | None) -> str:
