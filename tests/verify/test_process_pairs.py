@@ -224,6 +224,7 @@ def test_the_report_states_pairs_and_rounds():
                                                        math.sqrt(10.2 * 10.0 / 7.05 / 7.2)], abs=1e-4)
     text = report([v])
     assert "4 in 2 pairs (budget)" in text and "warmed up 2 steps" in text
+    assert "at least 3 rounds in each of 2 pairs of processes" in text
     assert "geometric mean of the pairs' speedups" in text
 
 

@@ -18,8 +18,8 @@ def verify_block(target: dict) -> str:
     lines = [f"tracelint verify {target['target']}",
              f"{target['device']} · torch {target['torch']} · {s['warmup']} warm-up steps, then the baseline and "
              f"each variant alternate blocks of {s['steps']} steps",
-             f"(one device synchronize per block), at least {s['blocks']} rounds, until the 95% interval is within "
-             f"±{s.get('target_pct', 3):g}% or {s.get('budget_s', 0):g} s are spent"]
+             f"(one device synchronize per block), at least {s['blocks']} rounds{_per_pair(s)}, until the 95% "
+             f"interval is within ±{s.get('target_pct', 3):g}% or {s.get('budget_s', 0):g} s are spent"]
     if s.get("method"):
         lines.append(f"method: {s['method']}; minimum effect {s.get('min_effect_pct', 2):g}%")
     if not target["timing_claims"]:
@@ -72,6 +72,11 @@ def verify_block(target: dict) -> str:
         lines += ["", *_verify_trace_lines(target)]
     lines += ["", target["legend"]]
     return "\n".join(lines)
+
+
+def _per_pair(settings: dict) -> str:
+    pairs = settings.get("pairs") or 1
+    return f" in each of {pairs} pairs of processes" if pairs > 1 else ""
 
 
 def _speedup_cell(m: dict) -> str:
