@@ -32,32 +32,33 @@ class FakeSide:
 
 def test_rounds_alternate_their_order_and_stop_at_the_target():
     log: list[str] = []
-    settings = RunSettings(blocks=4, budget_s=60, target=0.03)
+    settings = RunSettings(blocks=4, budget_s=60, target=0.03, pairs=1)  # several pairs: test_process_pairs.py
     base = FakeSide("B", log, lambda t: 10.0 + 0.01 * t)  # a slow drift: paired rounds see it on both sides
     variant = FakeSide("V", log, lambda t: (10.0 + 0.01 * t) / 1.25)
-    b, v, stopped = compare(base, variant, settings)
-    assert stopped == "target" and len(b) == len(v) == 4  # tight from the minimum number of rounds on
+    rounds = compare(base, variant, settings)
+    assert rounds.stopped == "target" and len(rounds.base) == len(rounds.variant) == 4
+    # tight from the minimum number of rounds on
     assert "".join(log) == "BVVBBVVB"
 
 
 def test_rounds_go_on_while_the_interval_is_wide_until_the_budget_is_spent():
     log: list[str] = []
     noise = [1.0, 1.3, 0.8, 1.25, 0.85, 1.2]
-    settings = RunSettings(blocks=3, budget_s=0.05, target=0.01, max_rounds=10**7)
+    settings = RunSettings(blocks=3, budget_s=0.05, target=0.01, max_rounds=10**7, pairs=1)
     base = FakeSide("B", log, lambda t: 10.0 * noise[t % len(noise)])
     variant = FakeSide("V", log, lambda t: 10.0 * noise[(t * 7) % len(noise)])
-    b, v, stopped = compare(base, variant, settings)  # how soon after the budget it stops: bench/check_timing.py
-    assert stopped == "budget" and len(b) >= 3
+    rounds = compare(base, variant, settings)  # how soon after the budget it stops: bench/check_timing.py
+    assert rounds.stopped == "budget" and len(rounds.base) >= 3
 
 
 def test_a_failing_side_ends_the_comparison_and_says_which():
     log: list[str] = []
     settings = RunSettings(blocks=3)
     assert compare(FakeSide("B", log, lambda t: 10.0, fail_at=3), FakeSide("V", log, lambda t: 9.0),
-                   settings)[2] == "baseline-failed"
+                   settings).stopped == "baseline-failed"
     log.clear()
     assert compare(FakeSide("B", log, lambda t: 10.0), FakeSide("V", log, lambda t: 9.0, fail_at=1),
-                   settings)[2] == "variant-failed"
+                   settings).stopped == "variant-failed"
 
 
 def _state(pid: int) -> str:
@@ -135,7 +136,7 @@ def test_a_script_that_runs_out_of_steps_mid_comparison_is_started_again(tmp_pat
     script = tmp_path / "finite.py"
     script.write_text(textwrap.dedent(FINITE))
     settings = RunSettings(warmup=2, steps=3, blocks=6, device="cpu", timeout_s=120, budget_s=1, resume_warmup=1,
-                           resume_warmup_s=0)
+                           resume_warmup_s=0, pairs=1)  # restarts in several pairs: test_process_pairs.py
     fixed = FINITE.replace("set_to_none=False", "set_to_none=True")
     # 20 steps: warm-up 2, then 4 turns of 1 + 3 steps; the sixth round needs a second process (a third, a fourth).
     runs, (row,) = measure(script, [Variant("TL301:9", "fix", True, fixed)], ["20"], settings, tmp_path / "runs")
@@ -246,7 +247,7 @@ def test_the_first_variant_warms_up_beside_the_baseline(tmp_path, monkeypatch):
             pass
 
     monkeypatch.setattr(measure_module, "Session", LoggingSession)
-    settings = RunSettings(blocks=2, budget_s=0, device="cpu")
+    settings = RunSettings(blocks=2, budget_s=0, device="cpu", pairs=1)
     script = tmp_path / "train.py"
     script.write_text("x = 1\n")
     variants = [Variant("a", "a", True, "x = 2\n"), Variant("b", "b", True, "x = 3\n")]

@@ -85,8 +85,9 @@ def test_the_legend_states_the_minimum_and_every_status():
 
 def test_reports_state_the_method_the_minimum_and_small():
     text = report([synthetic()])
-    assert "method: two persistent processes alternating B V, V B, ...; the waiting one paused (SIGSTOP of its " \
-           "whole process group" in text
+    assert "method: 3 pairs of persistent processes, one after the other (both sides restarted and warmed up 2 " \
+           "steps, untimed, for each pair; the budget shared between them) alternating B V, V B, ...; the waiting " \
+           "one paused (SIGSTOP of its whole process group" in text
     assert "minimum effect 2%" in text
     doc = json.loads(report([synthetic()], "json"))
     settings = doc["verify"][0]["settings"]

@@ -120,8 +120,11 @@ def test_end_to_end_on_the_cpu(tmp_path):
     assert v["baseline_ms"] > 0 and v["speedup"] > 0 and v["ci95"][0] <= v["speedup"] <= v["ci95"][1]
     assert v["stopped"] in ("target", "budget")
     (target,) = doc["verify"]
-    # one baseline process, alternating with the variant: every block it gave was paired with one of the variant
-    assert [len(run) for run in target["baseline"]["runs_ms"]] == [v["rounds"]]
+    # one baseline process per pair of processes (3 by default), each alternating with the variant's process of
+    # its pair: every block it gave was paired with one of the variant
+    runs = target["baseline"]["runs_ms"]
+    assert len(runs) == v["pairs"] == len(v["pair_speedups"]) == 3 and target["settings"]["pairs"] == 3
+    assert sum(len(run) for run in runs) == v["rounds"] and all(len(run) >= 3 for run in runs)
 
 
 def test_a_finding_without_a_variant_is_reported_not_measured_with_its_reason():

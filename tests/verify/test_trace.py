@@ -167,8 +167,10 @@ def test_cli_trace_end_to_end_on_the_cpu(tmp_path):
     text = CliRunner().invoke(verify_cmd, args)
     assert text.exit_code == 0, text.output
     assert "TL301:12: trace: unknown: no GPU activity in the trace (CPU-only profile) → unknown: no GPU" in text.output
-    assert (tmp_path / "runs" / "baseline" / TRACE_FILE).is_file()  # profiled once, after its last block
-    assert (tmp_path / "runs" / "01-TL301_12" / TRACE_FILE).is_file()
+    # profiled once, after its last block: in the last of the 3 pairs of processes
+    assert (tmp_path / "runs" / "baseline-2" / TRACE_FILE).is_file()
+    assert (tmp_path / "runs" / "01-TL301_12-2" / TRACE_FILE).is_file()
+    assert not (tmp_path / "runs" / "baseline" / TRACE_FILE).exists()
     assert "trace before → after" in text.output and "unknown → unknown" in text.output  # the table's column
     out = tmp_path / "report.json"
     done = CliRunner().invoke(verify_cmd, [*args, "--format", "json", "-o", str(out)])

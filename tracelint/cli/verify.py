@@ -57,6 +57,11 @@ def _precision(value: str) -> list[str] | None:
 @click.option("--processes", type=click.Choice(["persistent", "fresh"]), default="persistent", show_default=True,
               help="persistent: one process per side, the waiting one paused between blocks; fresh: a new process "
                    "for every block (slower: each pays its start-up and warm-up).")
+@click.option("--pairs", type=click.IntRange(1), default=3, show_default=True,
+              help="Spread each comparison's rounds over this many pairs of processes, one after the other (both "
+                   "sides restarted between pairs): a process's speed is set when it starts, and the interval "
+                   "counts the spread between pairs. 1: one pair for the whole comparison. Ignored with "
+                   "--processes fresh.")
 @click.option("--pause", type=click.Choice(["group", "workers", "none"]), default="group", show_default=True,
               help="How the waiting side is kept quiet (persistent processes): group stops its whole process group "
                    "(harness, threads, DataLoader workers); workers and none are the weaker methods, for calibration.")
@@ -77,8 +82,8 @@ def _precision(value: str) -> list[str] | None:
               help="Keep the patched copies and the run logs in this folder.")
 @click.option("--progress/--no-progress", default=None, help="One line per run on stderr (default: on a terminal).")
 def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, budget_s, target_pct, min_effect_pct,
-               select, against, processes, pause, resume_warmup, timeout_s, device, precision, trace, fmt, output, keep,
-               progress) -> None:
+               select, against, processes, pairs, pause, resume_warmup, timeout_s, device, precision, trace, fmt,
+               output, keep, progress) -> None:
     """Measure the fixes: run SCRIPT as written and with each proposed fix applied (or, for a sync finding without
     a fix, a device-side rewrite of it), on the GPU, alternating blocks of the two, and report the speedup of each
     with its 95% interval (confirmed, small, no-effect, slower, failed or not-measured). Arguments after `--` go
@@ -112,7 +117,7 @@ def verify_cmd(script, script_args, rules, all_rules, warmup, steps, blocks, bud
     codes = list(split_codes((select,), "--select")) if select else None  # a typo must not measure nothing
     settings = RunSettings(warmup=warmup, steps=steps, blocks=blocks, device=device, timeout_s=timeout_s,
                            trace=trace, budget_s=budget_s, target=target_pct / 100, min_effect=min_effect_pct / 100,
-                           processes=processes, pause=pause, resume_warmup=resume_warmup)
+                           processes=processes, pause=pause, resume_warmup=resume_warmup, pairs=pairs)
     say = _progress(progress)
     keep_dir = Path(keep) if keep else None
     try:

@@ -18,8 +18,8 @@ def verify_block(target: dict) -> str:
     lines = [f"tracelint verify {target['target']}",
              f"{target['device']} · torch {target['torch']} · {s['warmup']} warm-up steps, then the baseline and "
              f"each variant alternate blocks of {s['steps']} steps",
-             f"(one device synchronize per block), at least {s['blocks']} rounds, until the 95% interval is within "
-             f"±{s.get('target_pct', 3):g}% or {s.get('budget_s', 0):g} s are spent"]
+             f"(one device synchronize per block), at least {s['blocks']} rounds{_per_pair(s)}, until the 95% "
+             f"interval is within ±{s.get('target_pct', 3):g}% or {s.get('budget_s', 0):g} s are spent"]
     if s.get("method"):
         lines.append(f"method: {s['method']}; minimum effect {s.get('min_effect_pct', 2):g}%")
     if not target["timing_claims"]:
@@ -74,6 +74,11 @@ def verify_block(target: dict) -> str:
     return "\n".join(lines)
 
 
+def _per_pair(settings: dict) -> str:
+    pairs = settings.get("pairs") or 1
+    return f" in each of {pairs} pairs of processes" if pairs > 1 else ""
+
+
 def _speedup_cell(m: dict) -> str:
     if not m.get("speedup"):
         return "—"
@@ -82,9 +87,11 @@ def _speedup_cell(m: dict) -> str:
 
 
 def _rounds_cell(m: dict) -> str:
+    """``24 (budget)``, or with several pairs of processes ``24 in 3 pairs (budget)``."""
     if not m.get("rounds"):
         return "—"
-    return f"{m['rounds']} ({m['stopped']})" if m.get("stopped") else str(m["rounds"])
+    text = f"{m['rounds']} in {m['pairs']} pairs" if (m.get("pairs") or 1) > 1 else str(m["rounds"])
+    return f"{text} ({m['stopped']})" if m.get("stopped") else text
 
 
 def _waited(idle: dict | None) -> str:

@@ -1,7 +1,8 @@
 """One verification: start the baseline once, then for each variant start its process and alternate single timed
 blocks of the two (stats.py says how and why) until the speedup's interval is tight enough or the budget is
-spent (with ``processes="fresh"``: a new process for every block instead); judge every variant against the
-baseline blocks it was paired with; and the result as the engine's RunResult (what every format of
+spent, over ``settings.pairs`` pairs of processes one after the other (both sides restarted between pairs; with
+``processes="fresh"``: a new process for every block instead); judge every variant against the baseline blocks it
+was paired with; and the result as the engine's RunResult (what every format of
 tracelint.render shows). Never imports torch in this process."""
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from tracelint.verify.tracing import TraceResult, analyze, metric_for, summary_o
 from tracelint.verify.variants import Unmeasured, Variant
 
 Progress = Callable[[str], None]
-MAX_RESTARTS = 3  # a script that runs out of steps mid-comparison is started again this many times
+MAX_RESTARTS = 3  # a script that runs out of steps mid-comparison is started again this many times (per pair)
 
 
 class EnvironmentProblem(Exception):
@@ -117,7 +118,8 @@ def _slug(text: str) -> str:
 
 class _Side:
     """One side of the comparisons (the baseline, or one variant). Persistent (the default): its current Session,
-    restarted when the script runs out of steps after it has given blocks. Fresh: a new Session for every turn.
+    restarted when the script runs out of steps after it has given blocks, and replaced for each new pair of
+    processes (``relaunch``). Fresh: a new Session for every turn.
     Keeps the outcomes of the sessions it has finished and what they did while they waited (``waited``)."""
 
     def __init__(self, label: str, code: Path, original: Path, argv: Sequence[str], settings: RunSettings,
@@ -128,12 +130,14 @@ class _Side:
         self.session: Session | None = None
         self.outcomes: list[RunOutcome] = []
         self.failure: RunOutcome | None = None
-        self.restarts = 0
+        self.restarts = 0  # restarts because the script ran out of steps, in the current pair
+        self.processes = 0  # persistent processes started so far (each after the first in a folder of its own)
         self.turns = 0
         self._waits: list[Idle] = []  # each session's record of its pauses (live objects)
         self._launched = False  # launch() started the process, start() has not waited for it yet
 
     def _launch(self, folder: Path, trace: bool) -> None:
+        self.processes += 1
         self.session = Session(self.code, self.original, self.argv, self.settings, folder,
                                precision=self.precision, trace=trace)
         self._waits.append(self.session.idle)
@@ -158,14 +162,26 @@ class _Side:
             self._launch(self.workdir, self.settings.trace)
             self._launched = True
 
+    def relaunch(self) -> None:
+        """A new pair: stop the current process (its blocks kept among the outcomes) and start the next without
+        waiting for its warm-up (``start`` waits), so that both sides of the new pair warm up at once."""
+        if self.session is not None:
+            self._close(self.session.finish(trace=False))
+            self.session.kill()
+        self.restarts = 0
+        self._launch(self._next_folder(), self.settings.trace)
+        self._launched = True
+
+    def _next_folder(self) -> Path:
+        return self.workdir if not self.processes else self.workdir.with_name(f"{self.workdir.name}-{self.processes}")
+
     def start(self) -> bool:
         if self.fresh:  # the first turn starts the first process
             return True
         if self._launched:
             self._launched = False
             return self._ready()
-        folder = self.workdir if not self.restarts else self.workdir.with_name(f"{self.workdir.name}-{self.restarts}")
-        return self._open(folder, self.settings.trace)
+        return self._open(self._next_folder(), self.settings.trace)
 
     def turn(self) -> float | None:
         """The mean step time (ms) of one timed block; None when the run failed (``failure`` says why)."""
@@ -228,35 +244,78 @@ def _since(now: Idle, before: Idle) -> dict:
                 now.stopped).to_dict()
 
 
-def compare(base: _Side, variant: _Side, settings: RunSettings,
-            say: Progress = lambda _m: None) -> tuple[list[float], list[float], str]:
-    """Alternate single blocks of ``base`` and ``variant`` in rounds B V, V B, ... until the speedup's interval
-    is within ±``settings.target``, the budget is spent (after at least ``settings.blocks`` rounds) or a side
-    fails. Returns (baseline blocks, variant blocks, why it stopped: target | budget | max-rounds |
-    baseline-failed | variant-failed)."""
-    paired_base: list[float] = []
-    paired_variant: list[float] = []
+@dataclass(slots=True)
+class Rounds:
+    """What ``compare`` timed: round i is ``base[i]`` beside ``variant[i]``, from the pair of processes
+    ``pair[i]`` (0, 1, ...), and why it stopped: target | budget | max-rounds | baseline-failed | variant-failed."""
+
+    base: list[float] = field(default_factory=list)
+    variant: list[float] = field(default_factory=list)
+    pair: list[int] = field(default_factory=list)
+    stopped: str = ""
+
+
+def compare(base: _Side, variant: _Side, settings: RunSettings, say: Progress = lambda _m: None) -> Rounds:
+    """Alternate single blocks of ``base`` and ``variant`` in rounds B V, V B, ... (each pair of processes
+    starting with B V) over ``settings.planned_pairs`` pairs of processes, one after the other. A pair other
+    than the last ends once it has run at least ``settings.blocks`` rounds and its share of the budget
+    (``budget_s / pairs`` seconds of alternating) is spent, or after ``max_rounds / pairs`` rounds; then both
+    sides are restarted (``relaunch``: both warm up at once, untimed, outside the budget). The last pair runs
+    until the speedup's interval (over all pairs, stats.py) is within ±``settings.target`` or the budget is spent,
+    after at least ``settings.blocks`` rounds of its own, or ``max_rounds`` rounds in all; a side that fails ends
+    the comparison."""
+    rounds = Rounds()
+    planned = settings.planned_pairs
+    share_s = settings.budget_s / planned
+    share_rounds = max(settings.blocks, settings.max_rounds // planned)
+    pair = in_pair = 0
+    spent = 0.0  # seconds of alternating in the pairs before the current one
     started = time.monotonic()
     for number in range(settings.max_rounds):
-        order = (base, variant) if number % 2 == 0 else (variant, base)
+        if pair < planned - 1 and in_pair >= settings.blocks and (
+                time.monotonic() - started >= share_s or in_pair >= share_rounds):
+            spent += time.monotonic() - started
+            pair, in_pair = pair + 1, 0
+            say(f"{variant.label}: pair {pair + 1} of {planned}: restarting both sides ...")
+            failed = _new_pair(base, variant)
+            if failed:
+                rounds.stopped = failed
+                return rounds
+            started = time.monotonic()
+        order = (base, variant) if in_pair % 2 == 0 else (variant, base)
         got: dict[int, float] = {}
         for side in order:
             value = side.turn()
             if value is None:
-                return paired_base, paired_variant, "baseline-failed" if side is base else "variant-failed"
+                rounds.stopped = "baseline-failed" if side is base else "variant-failed"
+                return rounds
             got[id(side)] = value
-        paired_base.append(got[id(base)])
-        paired_variant.append(got[id(variant)])
-        if len(paired_base) < settings.blocks:
-            continue
-        interval = paired_interval(paired_base, paired_variant)
-        if interval is not None and interval.half_width <= settings.target:
-            return paired_base, paired_variant, "target"
-        if time.monotonic() - started >= settings.budget_s:
-            return paired_base, paired_variant, "budget"
+        rounds.base.append(got[id(base)])
+        rounds.variant.append(got[id(variant)])
+        rounds.pair.append(pair)
+        in_pair += 1
+        interval = paired_interval(rounds.base, rounds.variant, rounds.pair)
         if (number + 1) % 10 == 0 and interval is not None:
             say(f"{variant.label}: {_interval_text(interval)} after {number + 1} rounds ...")
-    return paired_base, paired_variant, "max-rounds"
+        if pair < planned - 1 or in_pair < settings.blocks:
+            continue
+        if interval is not None and interval.half_width <= settings.target:
+            rounds.stopped = "target"
+            return rounds
+        if spent + time.monotonic() - started >= settings.budget_s:
+            rounds.stopped = "budget"
+            return rounds
+    rounds.stopped = "max-rounds"
+    return rounds
+
+
+def _new_pair(base: _Side, variant: _Side) -> str:
+    """Restart both sides for a new pair of processes, warming up at once; "" or which side failed."""
+    base.relaunch()
+    variant.relaunch()
+    base_ok = base.start()
+    variant_ok = variant.start()  # waited for even when the baseline failed: finish() then stops it cleanly
+    return "" if base_ok and variant_ok else "baseline-failed" if not base_ok else "variant-failed"
 
 
 def _interval_text(interval: Interval) -> str:
@@ -331,19 +390,19 @@ def _measure_one(base: _Side, side: _Side, variant: Variant, settings: RunSettin
             say(f"{tag} {variant.key}: failed: {outcome.reason} ({time.perf_counter() - started:.1f} s)")
             return judge((), outcome, None), outcome, None
         base_waited = base.waited()
-        paired_base, paired_variant, stopped = compare(base, side, settings, say)
+        rounds = compare(base, side, settings, say)
         idle = {"baseline": _since(base.waited(), base_waited), "variant": side.waited().to_dict()}
-        if stopped == "baseline-failed":
+        if rounds.stopped == "baseline-failed":
             reason = f"the baseline failed during the comparison ({base.failure.reason})"
             side.finish()
             say(f"{tag} {variant.key}: {reason}")
-            return Verdict(FAILED, reason, Timing(tuple(paired_base)) if paired_base else None), None, idle
+            return Verdict(FAILED, reason, Timing(tuple(rounds.base)) if rounds.base else None), None, idle
         outcome = side.finish()
         if settings.trace and outcome.trace is not None:
             outcome = replace(outcome, trace=analyze(outcome.trace))
         loss_finite = _finite(base.session.losses) if base.session is not None else None
-        verdict = judge(paired_base, outcome, loss_finite, fixed_blocks=paired_variant, stopped=stopped,
-                        min_effect=settings.min_effect)
+        verdict = judge(rounds.base, outcome, loss_finite, fixed_blocks=rounds.variant, stopped=rounds.stopped,
+                        min_effect=settings.min_effect, pair_of=rounds.pair)
         say(f"{tag} {variant.key}: {_progress_line(verdict)} ({time.perf_counter() - started:.1f} s)")
         return verdict, outcome, idle
     finally:
@@ -359,7 +418,8 @@ def _progress_line(verdict: Verdict) -> str:
     if verdict.interval is None:
         return f"{verdict.status}: {verdict.reason}"
     iv = verdict.interval
-    return (f"{verdict.status}, {_interval_text(iv)} in {iv.rounds} rounds (stopped: {verdict.stopped}); "
+    return (f"{verdict.status}, {_interval_text(iv)} in {iv.rounds} rounds, {iv.pairs} pair(s) of processes "
+            f"(stopped: {verdict.stopped}); "
             f"{verdict.baseline.median:.2f} → {verdict.fixed.median:.2f} ms/step")
 
 
@@ -409,7 +469,7 @@ def target_dict(v: Verification) -> dict:
                      "budget_s": s.budget_s, "target_pct": round(s.target * 100, 2),
                      "resume_warmup": s.resume_warmup, "resume_warmup_s": s.resume_warmup_s,
                      "min_effect_pct": round(s.min_effect * 100, 2), "processes": s.processes, "pause": s.pause,
-                     "method": s.method},
+                     "pairs": s.planned_pairs, "method": s.method},
         "baseline": {
             "status": "ok" if baseline else (FAILED if failed else "not-run"),
             "median_ms": _ms(baseline.pooled.median) if baseline else None,
@@ -449,6 +509,8 @@ def verification_dict(v: Verification, row: Row) -> dict:
         "ci95": [round(iv.low, 4), round(iv.high, 4)] if iv else None,
         "bound_pct": float(percent(iv.bound)) if iv and verdict.status == NO_EFFECT else None,
         "rounds": iv.rounds if iv else 0,
+        "pairs": iv.pairs if iv else 0,
+        "pair_speedups": [round(x, 4) for x in iv.pair_estimates] if iv else [],
         "stopped": verdict.stopped or None,
         "spread": {"baseline": _range(verdict.baseline), "fixed": _range(verdict.fixed)},
         "noise_pct": round(verdict.noise * 100, 2) if verdict.noise is not None else None,

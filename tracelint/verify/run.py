@@ -41,7 +41,9 @@ class RunSettings:
     seconds of alternating have passed. ``processes``: ``persistent`` (one process per side for the whole
     comparison, the waiting one paused as ``pause`` says) or ``fresh`` (a new process for every turn: ``warmup``
     steps, then ``fresh_blocks`` blocks whose mean is the turn's block). ``min_effect``: the smallest speedup
-    worth a claim (stats.py)."""
+    worth a claim (stats.py). ``pairs`` (persistent only): the comparison's rounds are spread over this many pairs
+    of processes, both sides restarted (and warmed up, untimed) between pairs, because a process's step time is
+    set when it starts (stats.py; measure.py's ``compare`` has the schedule)."""
 
     warmup: int = 5
     steps: int = 20
@@ -59,6 +61,7 @@ class RunSettings:
     processes: str = "persistent"  # or "fresh"
     pause: str = "group"  # the waiting side: "group" (SIGSTOP its process group), "workers", "none"
     fresh_blocks: int = 2
+    pairs: int = 3
 
     def __post_init__(self) -> None:
         if self.warmup < 1 or self.steps < 1 or self.blocks < 2:
@@ -69,6 +72,13 @@ class RunSettings:
             raise ValueError("verify needs 0 <= min_effect < 1")
         if self.processes not in PROCESSES or self.pause not in PAUSES or self.fresh_blocks < 1:
             raise ValueError(f"verify needs processes in {PROCESSES}, pause in {PAUSES} and fresh_blocks >= 1")
+        if self.pairs < 1:
+            raise ValueError("verify needs pairs >= 1")
+
+    @property
+    def planned_pairs(self) -> int:
+        """The pairs of processes a comparison runs: ``pairs``, or 1 with fresh processes (each turn has its own)."""
+        return 1 if self.processes == "fresh" else self.pairs
 
     @property
     def needed_steps(self) -> int:
@@ -87,7 +97,10 @@ class RunSettings:
         waiting = {"group": "paused (SIGSTOP of its whole process group: harness, threads, DataLoader workers)",
                    "workers": "with its DataLoader workers stopped (the harness and its threads running)",
                    "none": "not paused"}[self.pause]
-        return (f"two persistent processes alternating B V, V B, ...; the waiting one {waiting}, re-warmed "
+        pairs = ("one pair of persistent processes" if self.pairs == 1 else
+                 f"{self.pairs} pairs of persistent processes, one after the other (both sides restarted and warmed "
+                 f"up {self.warmup} steps, untimed, for each pair; the budget shared between them)")
+        return (f"{pairs} alternating B V, V B, ...; the waiting one {waiting}, re-warmed "
                 f"{self.resume_warmup} steps (at least {self.resume_warmup_s:g} s) before each block")
 
 

@@ -10,6 +10,18 @@ The design (what "measured" means):
     rounds. How the two sides run between their blocks (two persistent processes, the waiting one paused, or a
     fresh process per block) is run.py's business.
 
+Pairs of processes (``--pairs``, default 3):
+    A process's step time is set when it starts and stays there: on an H100 the SD of log(block ms) within one
+    process was 0.03-0.16, the SD of the per-process means between processes of the same script 0.08-0.22. One
+    persistent pair of processes therefore carries its own offset, which no number of rounds averages away and which
+    the round-level interval leaves out. So the rounds are spread over several pairs (both sides restarted between
+    them, measure.py's ``compare``), each round labelled with its pair. With two pairs or more the speedup is the
+    geometric mean over the pairs of each pair's geometric-mean ratio (each pair weighs the same, however many
+    rounds it ran), and the 95 % interval is centred on it with the half-width (in logarithms) of the wider of: the
+    Student-t interval over the pairs' mean log-ratios (df = pairs - 1), and the round-level interval above (so a
+    set of pairs that happen to agree never makes it narrower than the rounds allow). With one pair (or fresh
+    processes, where every round has processes of its own) it is the round-level interval.
+
 The status, against a stated minimum effect ``min_effect`` (default 2 %, ``--min-effect``):
     **confirmed** when the interval's lower bound clears it (low >= 1 + min_effect); **slower** when the upper
     bound clears it the other way (high <= 1 / (1 + min_effect)); **small** when the interval lies wholly on one
@@ -45,7 +57,9 @@ def legend(min_effect: float = MIN_EFFECT) -> str:
     m = _pct(min_effect)
     return (
         f"Baseline and variant alternate single blocks (B V, V B, ...); speedup: the geometric mean of the rounds' "
-        f"baseline/variant ratios, with its {CONFIDENCE:.0%} interval. {CONFIRMED}: the interval's lower bound "
+        f"baseline/variant ratios, with its {CONFIDENCE:.0%} interval; with several pairs of processes, the "
+        f"geometric mean of the pairs' speedups, its interval the wider of the Student-t interval over the pairs and "
+        f"the one over the rounds. {CONFIRMED}: the interval's lower bound "
         f"clears the minimum effect ({m} %) · {SMALL}: the interval lies on one side of 1 but does not clear "
         f"{m} % (an effect, not shown to be worth the minimum) · {NO_EFFECT}: the interval holds 1: no effect "
         f"larger than the ±X % shown (a useful answer: the fix does not pay on this script) · {SLOWER}: the "
@@ -116,6 +130,8 @@ class Interval:
     low: float
     high: float
     rounds: int
+    pairs: int = 1  # the pairs of processes the rounds came from
+    pair_estimates: tuple[float, ...] = ()  # each pair's geometric-mean ratio, in the order they ran
 
     @property
     def half_width(self) -> float:
@@ -128,16 +144,33 @@ class Interval:
         return max(self.high - 1.0, 1.0 - self.low, 0.0)
 
 
-def paired_interval(baseline: Sequence[float], fixed: Sequence[float]) -> Interval | None:
-    """The speedup baseline/fixed from paired blocks (round i: ``baseline[i]`` beside ``fixed[i]``); None for
-    fewer than two rounds."""
-    logs = [math.log(b / f) for b, f in zip(baseline, fixed, strict=False) if b > 0 and f > 0]
+def paired_interval(baseline: Sequence[float], fixed: Sequence[float],
+                    pair_of: Sequence[int] | None = None) -> Interval | None:
+    """The speedup baseline/fixed from paired blocks (round i: ``baseline[i]`` beside ``fixed[i]``, from the pair
+    of processes ``pair_of[i]``, default all one pair); None for fewer than two rounds. With two pairs or more:
+    the pairs' geometric mean and the wider interval (module docstring)."""
+    labels = [0] * len(baseline) if pair_of is None else pair_of
+    rounds = [(p, math.log(b / f)) for p, b, f in zip(labels, baseline, fixed, strict=False) if b > 0 and f > 0]
+    logs = [log for _, log in rounds]
     n = len(logs)
     if n < 2:
         return None
-    mean = statistics.fmean(logs)
-    half = t975(n - 1) * statistics.stdev(logs) / math.sqrt(n)
-    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n)
+    centre = statistics.fmean(logs)
+    half = _t_half(logs)
+    by_pair: dict[int, list[float]] = {}
+    for pair, log in rounds:
+        by_pair.setdefault(pair, []).append(log)
+    means = [statistics.fmean(group) for group in by_pair.values()]
+    if len(means) >= 2:
+        centre = statistics.fmean(means)
+        half = max(half, _t_half(means))
+    return Interval(math.exp(centre), math.exp(centre - half), math.exp(centre + half), n, len(means),
+                    tuple(math.exp(m) for m in means))
+
+
+def _t_half(values: Sequence[float]) -> float:
+    """The half-width of the 95 % Student-t interval of the mean of ``values`` (at least two)."""
+    return t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,10 +225,11 @@ def status_of(interval: Interval, min_effect: float = MIN_EFFECT) -> str:
 
 
 def judge(baseline_blocks: Sequence[float], outcome: RunOutcome, baseline_loss_finite: bool | None, *,
-          fixed_blocks: Sequence[float] | None = None, stopped: str = "",
-          min_effect: float = MIN_EFFECT) -> Verdict:
+          fixed_blocks: Sequence[float] | None = None, stopped: str = "", min_effect: float = MIN_EFFECT,
+          pair_of: Sequence[int] | None = None) -> Verdict:
     """The status of one variant against the baseline blocks it was paired with (see the module docstring).
-    ``fixed_blocks`` default to the outcome's blocks, round for round with ``baseline_blocks``."""
+    ``fixed_blocks`` default to the outcome's blocks, round for round with ``baseline_blocks``; ``pair_of`` the
+    pair of processes of each round (default: one pair)."""
     base = Timing(tuple(baseline_blocks)) if baseline_blocks else None
     if not outcome.ok:
         return Verdict(FAILED, outcome.reason, base)
@@ -203,7 +237,7 @@ def judge(baseline_blocks: Sequence[float], outcome: RunOutcome, baseline_loss_f
         return Verdict(FAILED, "diverged: non-finite loss where the baseline's is finite", base)
     fixed_blocks = tuple(outcome.block_ms if fixed_blocks is None else fixed_blocks)
     fixed = Timing(fixed_blocks)
-    interval = paired_interval(baseline_blocks, fixed_blocks)
+    interval = paired_interval(baseline_blocks, fixed_blocks, pair_of)
     if interval is None:
         return Verdict(FAILED, "fewer than two rounds were timed", base, fixed)
     return Verdict(status_of(interval, min_effect), "", base, fixed, interval, stopped)
