@@ -126,7 +126,7 @@ class Plan:
     device: str
     verify: tuple[str, ...]
     ab: tuple[str, ...]
-    verify_overhead_s: float  # probe, lint, two processes started and warmed up, the last round
+    verify_overhead_s: float  # probe, lint, each pair of processes started and warmed up (3 pairs), the last round
     ab_overhead_s: float  # the round that runs past the budget
     min_verify_s: float
     min_ab_s: float
@@ -137,7 +137,7 @@ class Plan:
 
 
 GPU = Plan("cuda", ("--blocks", "4", "--target", "1"), ("--min-rounds", "3", "--max-rounds", "40", "--target", "0.01"),
-           verify_overhead_s=13, ab_overhead_s=5, min_verify_s=6, min_ab_s=8, timeout_s=240)
+           verify_overhead_s=31, ab_overhead_s=5, min_verify_s=6, min_ab_s=8, timeout_s=240)
 SMOKE = Plan("cpu", ("--device", "cpu", "--blocks", "2", "--target", "1", "--resume-warmup", "1"),
              ("--min-rounds", "2", "--max-rounds", "2", "--target", "0.01"),
              verify_overhead_s=0, ab_overhead_s=0, min_verify_s=1, min_ab_s=1, timeout_s=300, max_verify_s=1,
@@ -270,7 +270,8 @@ def rows_of(entry_result: dict, entry: Entry) -> list[dict]:
             variant = next((v["verification"] for v in target["variants"] if v["rule"] == row.rule), None)
         if variant is not None:
             line["verify"] = {k: variant.get(k) for k in ("status", "summary", "speedup", "ci95", "rounds",
-                                                          "stopped", "baseline_ms", "fixed_ms", "idle", "reason")}
+                                                          "stopped", "baseline_ms", "fixed_ms", "idle", "reason",
+                                                          "pairs", "pair_speedups")}
         elif target is not None:
             reasons = [v["reason"] for v in target.get("not_measured", [])]
             line["verify"] = {"status": "missing", "reason": "; ".join(reasons) or
