@@ -3,26 +3,43 @@
 Both sides are analyzed as ``tracelint trace`` analyzes them (tracelint.trace.analyze.analyze_paths), at the same
 time in two processes (BASE in a forked child, NEW here), each reduced to a compact ``Side`` per rank before it
 crosses the process boundary. A folder's ranks are paired by rank; two single traces are paired whatever their ranks.
+A side may be several runs of the same configuration (traces or folders): each rank's runs are pooled (``pool``:
+metrics, kernel times and findings averaged or joined over the runs) and their spread is the noise.
 Every number of a diff, defined:
 
 **Step time** of one profiled step: the longer of its CPU-side span (``ProfilerStep#N``) and its GPU-side span (first
 start to last end of the GPU work launched in that step: tracelint.trace.metrics). The host's span is the step when
 the GPU waits for the host (input- or CPU-bound); the GPU's when the host runs ahead of it (GPU-bound: an fp32 MLP's
 host span is 5 ms of a 48 ms step). ``step_ms`` is the mean over the profiled steps; a trace without
-``ProfilerStep`` is one step, the whole trace.
+``ProfilerStep`` is one step, the whole trace (and has no GPU time per step).
 
-**change_pct**: (new − base) / base × 100 of the mean step times.
+**GPU time per step** of one profiled step: the summed duration of the GPU events (kernels, copies, memsets)
+launched in that step (tracelint.trace.model: by their launch, not by time), NCCL and other communication kernels
+left out (they spin while they wait for a peer: their time is the other ranks' lateness, not this rank's work).
+Overlapping streams count twice: it is work, not a span. The host does not enter it, so it holds still where the
+step time swings with the host (a GPU-bound run: the step is the GPU's work).
 
-**noise_pct**: the half-width of the 95 % confidence interval of that difference of means, in percent of base:
-Student's t (Welch's degrees of freedom, rounded down) × √(s²_base/n_base + s²_new/n_new), s the standard deviation
-of the per-step times of each trace. Few profiled steps give a wide band (t is 12.7 for one degree of freedom). With
-one step on a side its spread is taken to be the other side's; with one step on both sides the noise is unknown
-(``None``) and the report says so.
+**change_pct** of a measure: (new − base) / base × 100 of its means (over every step of every run of a side).
 
-**The gate** (``regression``): NEW's step is slower than BASE's by more than ``max-regression-pct`` (5 %) *and* by
-more than the noise (when the noise is unknown, by the percent alone); or NEW crosses a configured TL010 gate
-threshold that BASE met (``max-syncs-per-step = 0``: BASE within the limit or not measured, NEW beyond it). Faster
-is never a failure.
+**Noise** (``noise_pct``), the change a measure shows between two runs of the same code, by what is known:
+- several traces on a side (runs of the same configuration: ``--base A1 --base A2 --new B1 --new B2``): the
+  half-width of the 95 % confidence interval of the difference of the per-run means, Student's t at Welch's degrees
+  of freedom (rounded down) × √(s²_base/k_base + s²_new/k_new), s the standard deviation of a side's run means, in
+  percent of BASE's mean (a side of one run takes the other side's spread); ``noise_source`` "runs";
+- one trace a side: the same band over the per-step times (``band_pct``) when both sides have at least
+  ``FEW_STEPS`` (5) steps and the band is wider than the noise floor (``noise_source`` "steps"); otherwise the
+  noise floor, ``noise-floor-pct`` (``noise_source`` "floor"). A band from three steps is no estimate of how far
+  two runs land apart: ±49.9 % on two H200 runs that differ by 10 %, ±3.7 % on two runs 12.5-14 % apart. The default
+  floor is measured per measure (tracelint.engine.config.DEFAULT_NOISE_FLOOR_PCT, bench/diff_noise_floor.py).
+
+**The gate** (``regression``), for each pair, fails when any of:
+- NEW has a finding at ``fail-on`` severity or above (warning by default) that BASE lacks
+  (``fail-on-new-findings``, on by default): a new host sync fails the gate whatever the timing says;
+- the gate's measure (``gate.measure``: GPU time per step when both sides' verdicts are gpu-bound, else step time)
+  is slower by more than ``max-regression-pct`` (5 %) *and* by more than its noise;
+- NEW crosses a configured TL010 gate threshold that BASE met (``max-syncs-per-step = 0``: BASE within the limit or
+  not measured, NEW beyond it).
+Faster is never a failure.
 
 **Metrics**: every metric of both traces' reports (tracelint.engine.metrics), with ``delta`` = new − base and
 ``delta_pct`` = delta / |base| × 100 (``None`` when base is 0 or either is not a number). A metric *moved* when
@@ -36,13 +53,17 @@ the profiled steps, divided by the number of steps. A name's class: ``gemm-tenso
 ``reduction``, ``normalization``, ``softmax``, ``other``. A kernel that ran on one side only *appeared* or
 *vanished* (its other side is ``None``).
 
-**Findings** new and fixed are matched by a key that does not hold the trace's path (``Finding.fingerprint`` does):
-rule code, the source file's name and line the trace's stack gives (not its folder: two checkouts differ there), and
-the event name.
+**Findings** new and fixed are matched by rule and place, never by message text (a trace finding's message carries
+numbers that change from run to run; tracelint.diff.findings): rule code, the source file's name (not its folder:
+two checkouts differ there) and line the trace's stack gives, and the event name. Findings of one rule, file and
+event that sit on different lines are then paired in line order, so code that moved keeps its findings matched and
+one more sync in the file is one new finding.
 
-**Summary**: the step change, then up to three causes that moved in its direction, largest time per step first:
-each a count that says what the code did (host syncs per step, pageable bytes per step, kernels per step) with the
-time it cost (GPU idle by cause, pageable copy time, kernel time per class); ``CAUSES`` declares them.
+**Summary**: the new findings that fail the gate (``new finding: TL101 item-in-loop at train.py:54``), the step
+change (and the GPU time change when that is the gate's measure), then up to three causes that moved in its
+direction, largest time per step first: each a count that says what the code did (host syncs per step, pageable
+bytes per step, kernels per step) with the time it cost (GPU idle by cause, pageable copy time, kernel time per
+class); ``CAUSES`` declares them.
 """
 from __future__ import annotations
 

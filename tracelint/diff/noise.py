@@ -60,7 +60,8 @@ def welch_band_pct(base: Sequence[float], new: Sequence[float]) -> float | None:
         return 0.0
     parts = [(v / k) ** 2 / (k - 1) for v, k in ((var_b, len(base)), (var_n, len(new))) if k > 1]
     df = se2 ** 2 / sum(parts) if sum(parts) else 1.0
-    return 100.0 * t975(max(1, math.floor(df))) * math.sqrt(se2) / abs(b)
+    # rounded down, but not below an integer that rounding error put a hair under (9 computed as 8.999999999)
+    return 100.0 * t975(max(1, math.floor(df + 1e-9))) * math.sqrt(se2) / abs(b)
 
 
 def change(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]], floor_pct: float) -> Change:

@@ -84,6 +84,8 @@ def document(result: RunResult) -> dict:
         run["properties"]["verify"] = result.verifications
     if result.run is not None:
         run["properties"]["run"] = result.run
+    if result.diffs is not None:  # `tracelint diff`: the results are NEW's new findings, the pairs ride along
+        run["properties"]["diffs"] = result.diffs
     return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
