@@ -138,13 +138,32 @@ def analyze(folder: Path) -> dict:
                                            "p95_abs_pct": round(percentile(all_gpu, 95) or 0, 3),
                                            "max_abs_pct": round(max(all_gpu), 3) if all_gpu else None}
     return {"folder": str(folder), "repeats": [r.name for r in reps], "scenarios": scenarios, "floors": floors,
-            "defaults_now": dict(DEFAULT_NOISE_FLOOR_PCT)}
+            "defaults_now": dict(DEFAULT_NOISE_FLOOR_PCT), "gate": gate_on_repeats(reps, names)}
+
+
+def gate_on_repeats(reps: list[Path], names: list[str]) -> dict:
+    """`tracelint diff` at its defaults of every ordered pair of repeats of each scenario (nothing changed between
+    them): how many pairs fail the gate, and why."""
+    from tracelint.diff import diff_traces
+
+    rows = []
+    for name in names:
+        for a, b in permutations(reps, 2):
+            report = diff_traces(a / f"{name}{SUFFIX}", b / f"{name}{SUFFIX}")
+            for d in report.diffs:
+                timed = d.gpu if d.gate.measure == GPU_TIME else d.step
+                rows.append({"scenario": name, "base": a.name, "new": b.name, "measure": d.gate.measure,
+                             "change_pct": timed.change_pct, "noise_pct": timed.noise_pct,
+                             "failed": d.regression, "slower": d.gate.slower,
+                             "new_findings": [f.code for f in d.new_findings], "summary": d.summary})
+    return {"pairs": len(rows), "failed": sum(r["failed"] for r in rows),
+            "failed_on_timing": sum(r["slower"] for r in rows), "rows": rows}
 
 
 def show(result: dict) -> None:
     print(f"{result['folder']}: {len(result['repeats'])} repeats ({', '.join(result['repeats'])}), "
           f"{len(result['scenarios'])} scenarios")
-    print(f"{'scenario':<32} {'verdicts':<12} {'measure':<11} {'ms per repeat':<34} {'max |Δ%|':>8} {'med |Δ%|':>8}")
+    print(f"{'scenario':<22} {'verdicts':<20} {'measure':<11} {'ms per repeat':<34} {'max |Δ%|':>8} {'med |Δ%|':>8}")
     for name, row in result["scenarios"].items():
         verdicts = ",".join(sorted(set(row["verdicts"])))
         for m in MEASURES:
@@ -152,7 +171,7 @@ def show(result: dict) -> None:
             if cell is None:
                 continue
             values = " ".join(f"{v:.3f}" for v in cell["values_ms"])
-            print(f"{name:<32} {verdicts:<12} {m:<11} {values:<34} {cell['max_abs_pct']:>8.2f} "
+            print(f"{name:<22} {verdicts:<20} {m:<11} {values:<34} {cell['max_abs_pct']:>8.2f} "
                   f"{cell['median_abs_pct']:>8.2f}")
     print()
     print("floor = 95th percentile of the pairwise |Δ%| (ordered pairs of repeats), rounded up to 0.1 %:")
@@ -161,6 +180,13 @@ def show(result: dict) -> None:
         print(f"  {m:<24} over {f['scenarios']:<9} scenarios, {f['pairs']:>4} pairs: p95 {f['p95_abs_pct']} %, "
               f"max {f['max_abs_pct']} %{floor}")
     print(f"  (tracelint.engine.config.DEFAULT_NOISE_FLOOR_PCT now: {result['defaults_now']})")
+    gate = result["gate"]
+    print()
+    print(f"`tracelint diff` at its defaults on every ordered pair of repeats (nothing changed): {gate['failed']} of "
+          f"{gate['pairs']} fail the gate ({gate['failed_on_timing']} on timing)")
+    for r in gate["rows"]:
+        if r["failed"]:
+            print(f"  {r['scenario']} {r['base']} → {r['new']}: {r['summary']}")
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """docs/ci.md runs as written: every command of its ```sh blocks, in order, in a folder laid out as the page says
 (src/, traces/main/, traces/pr/, runs/), with `tracelint` on PATH. A trailing `# exit N` is the exit code expected
-(none: 0); `# needs: gpu | network` skips with the reason, and `# needs: baseline` until `tracelint check` has
-`--baseline`."""
+(none: 0); `# needs: gpu | network | noise-data` skips with the reason, and `# needs: baseline` until
+`tracelint check` has `--baseline`."""
 from __future__ import annotations
 
 import json
@@ -55,7 +55,9 @@ def _has_baseline() -> bool:
     return "--baseline" in proc.stdout
 
 
-SKIPS = {"gpu": "needs a CUDA GPU (CI has none)", "network": "needs the network (CI runs the tests offline)"}
+SKIPS = {"gpu": "needs a CUDA GPU (CI has none)", "network": "needs the network (CI runs the tests offline)",
+         "noise-data": "needs the recorded GPU repeats, which are not in the repository (tests/diff/test_gate.py "
+                       "runs the same script on fixture copies)"}
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +92,7 @@ def test_the_page_has_commands_and_the_readme_links_it():
                          ids=[f"L{line}:{cmd.split()[1] if len(cmd.split()) > 1 else cmd}" for line, cmd, _ in
                               COMMANDS])
 def test_command(project, line, command, comment):
-    needs = re.search(r"needs:\s*(\w+)", comment)
+    needs = re.search(r"needs:\s*([\w-]+)", comment)
     if needs:
         need = needs.group(1)
         if need == "baseline":

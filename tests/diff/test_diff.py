@@ -212,8 +212,11 @@ def test_run_to_run_pair_reads_the_same_both_ways(public_traces):
     (ab,), (ba,) = diff_traces(a, b).diffs, diff_traces(b, a).diffs
     assert ab.step.base_ms == ba.step.new_ms and ab.step.new_ms == ba.step.base_ms
     assert ab.step.change_pct < 0 < ba.step.change_pct
-    # two runs of one script: the second waited less for its DataLoader, and the summary says so
-    assert "GPU idle on DataLoader wait -" in ab.summary and "GPU idle on DataLoader wait +" in ba.summary
+    # two runs of one script, 12.5 % apart: within the noise floor both ways (their six steps a side give a band of
+    # ±3.7 %, which would have called it a regression); the gate passes
+    assert "within the noise" in ab.summary and "within the noise" in ba.summary
+    assert ab.step.noise_source == ba.step.noise_source == "floor" and ab.step.band_pct < 5 < -ab.step.change_pct
+    assert not ab.regression and not ba.regression
     assert ab.verdict == ("input-bound", "input-bound")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import statistics
 from pathlib import Path
 
@@ -206,3 +207,33 @@ def test_finding_words():
     loc = TraceLocation("t.json.gz", rank=0, step=1, start_us=1.0, end_us=2.0, event="Memcpy HtoD (Pageable -> Device)")
     assert (finding_words(Finding("TL202", Severity.WARNING, "m", loc))
             == "TL202 dataloader-without-pinned-memory (Memcpy HtoD (Pageable -> Device)) in t.json.gz")
+
+
+# --- bench/diff_noise_floor.py, the script that measured the default floors ----------------------------------------
+
+def test_noise_floor_script_on_identical_repeats(fixture_traces, tmp_path):
+    import importlib.util
+
+    from tests.shared import REPO
+
+    spec = importlib.util.spec_from_file_location("diff_noise_floor", REPO / "bench" / "diff_noise_floor.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    # its percentile is numpy's linear one (statistics' inclusive quantiles), its pairs every ordered pair
+    data = [0.3, 5.0, 1.2, 9.9, 2.2, 0.0, 7.5]
+    assert bench.percentile(data, 95) == pytest.approx(statistics.quantiles(data, n=20, method="inclusive")[18])
+    assert sorted(bench.pairwise_pct([100.0, 110.0])) == pytest.approx([100 / 11, 10.0])
+    # two repeats of the same files: every change is 0, so is every floor, and no diff fails the gate
+    names = ("gpu_bound", "item_per_step_fixed")
+    for rep in ("rep1", "rep2"):
+        (tmp_path / rep).mkdir()
+        shutil.copy(fixture_traces / "manifest.json", tmp_path / rep)
+        for name in names:
+            shutil.copy(fixture(fixture_traces, name), tmp_path / rep)
+    result = bench.analyze(tmp_path)
+    assert sorted(result["scenarios"]) == sorted(names)
+    assert {f["p95_abs_pct"] for f in result["floors"].values()} == {0.0}
+    assert result["floors"][GPU_TIME]["pairs"] == 4 and result["floors"][STEP_TIME]["pairs"] == 4
+    assert result["gate"]["pairs"] == 4 and result["gate"]["failed"] == 0
+    gpu_ms = statistics.fmean(raw_gpu_ms(fixture(fixture_traces, "gpu_bound")))
+    assert result["scenarios"]["gpu_bound"][GPU_TIME]["values_ms"][0] == pytest.approx(gpu_ms, abs=1e-3)

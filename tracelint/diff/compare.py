@@ -636,8 +636,10 @@ def _timing(base: Side, new: Side, step: Change, classes, new_findings, fixed, g
         head += f"; {base.verdict} → {new.verdict}"
     head += ")"
     noise = timed.noise_pct
-    if noise is not None and abs(timed.change_pct) <= max(noise, _MIN_MOVE_PCT):
+    if noise is not None and abs(timed.change_pct) <= noise:
         return f"{head}: within the noise (±{noise:.1f}%)"
+    if abs(timed.change_pct) < _MIN_MOVE_PCT:
+        return f"{head}: under {_MIN_MOVE_PCT:g}%, no change worth a cause"
     sign = 1 if step.change_pct > 0 else -1
     delta_step_us = abs(step.new_ms - step.base_ms) * 1000
     steps = (_steps(base), _steps(new))

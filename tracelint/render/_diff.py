@@ -16,7 +16,8 @@ def diff_block(diff: dict) -> str:
     from tabulate import tabulate
 
     rank = f" (rank {diff['rank']})" if diff["rank"] is not None else ""
-    lines = [f"tracelint diff {diff['base']} → {diff['new']}{rank}", diff["summary"], f"gate: {diff_gate_line(diff)}"]
+    lines = [f"tracelint diff {diff_side(diff, 'base')} → {diff_side(diff, 'new')}{rank}", diff["summary"],
+             f"gate: {diff_gate_line(diff)}"]
     lines.extend(f"  crossed {c}" for c in diff["gate"]["thresholds_crossed"])
     verdict = diff["verdict"]
     lines += [""]
@@ -49,6 +50,12 @@ def diff_block(diff: dict) -> str:
         lines += ["", f"  findings {kind}: {len(found) or 'none'}"]
         lines.extend(line for f in found for line in diff_finding_lines(f))
     return "\n".join(lines)
+
+
+def diff_side(diff: dict, side: str) -> str:
+    """A side's first trace, and how many runs it has when several: ``main/1/train.pt.trace.json.gz (+2 runs)``."""
+    more = len(diff["runs"][side]) - 1
+    return diff[side] + (f" (+{more} run{'s' if more > 1 else ''})" if more > 0 else "")
 
 
 def diff_gate_line(diff: dict) -> str:

@@ -28,6 +28,7 @@ from tracelint.render._diff import (
     diff_measure,
     diff_measures,
     diff_noise_words,
+    diff_side,
 )
 from tracelint.render.text import count_line, ordered_metrics
 
@@ -63,8 +64,8 @@ def _diff(d: dict) -> str:
     verdict = d["verdict"]
     rank = f" (rank {d['rank']})" if d["rank"] is not None else ""
     mark = ":x:" if d["regression"] else ":white_check_mark:"
-    lines = [f"### tracelint diff: {md(d['base'])} → {md(d['new'])}{rank}", "", f"**{md(d['summary'])}**", "",
-             f"{mark} {md(diff_gate_line(d))}"]
+    lines = [f"### tracelint diff: {md(diff_side(d, 'base'))} → {md(diff_side(d, 'new'))}{rank}", "",
+             f"**{md(d['summary'])}**", "", f"{mark} {md(diff_gate_line(d))}"]
     lines.extend(f"- crossed {md(c)}" for c in d["gate"]["thresholds_crossed"])
     gated = diff_measure(d)
     rows = [(label + (" (gate)" if block is gated else ""), _ms(block["base"]), _ms(block["new"]),
