@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tracelint.engine import Finding, TraceLocation
 from tracelint.engine.catalog import catalog
+from tracelint.engine.display import report_path
 
 
 def finding_key(finding: Finding) -> tuple:
@@ -57,15 +58,16 @@ def _line(key: tuple) -> int:
 
 def finding_words(finding: Finding) -> str:
     """``TL101 item-in-loop at fixtures/scenarios/item_per_step.py:54`` (a trace finding without a source line: its
-    event and trace, ``TL202 pageable-copy (Memcpy HtoD (Pageable -> Device)) in trace.json.gz``)."""
+    event and trace, ``TL202 pageable-copy (Memcpy HtoD (Pageable -> Device)) in trace.json.gz``); paths relative
+    to the working directory where they lie inside it."""
     doc = catalog().get(finding.code)
     head = f"{finding.code} {doc.name}" if doc is not None else finding.code
     src = finding.source
     if src is not None:
-        return f"{head} at {src.path}:{src.line}"
+        return f"{head} at {report_path(src.path)}:{src.line}"
     loc = finding.location
     event = f" ({loc.event})" if isinstance(loc, TraceLocation) and loc.event else ""
-    return f"{head}{event} in {finding.path}"
+    return f"{head}{event} in {report_path(finding.path)}"
 
 
 __all__ = ["finding_changes", "finding_key", "finding_words"]
