@@ -237,3 +237,13 @@ def test_noise_floor_script_on_identical_repeats(fixture_traces, tmp_path):
     assert result["gate"]["pairs"] == 4 and result["gate"]["failed"] == 0
     gpu_ms = statistics.fmean(raw_gpu_ms(fixture(fixture_traces, "gpu_bound")))
     assert result["scenarios"]["gpu_bound"][GPU_TIME]["values_ms"][0] == pytest.approx(gpu_ms, abs=1e-3)
+
+
+def test_every_json_key_of_a_diff_is_documented(fixture_traces):
+    import tracelint.render.json as json_format
+
+    doc = json_format.__doc__
+    (d,) = json.loads(render(diff_traces(fixture(fixture_traces, "zero_grad_keep_fixed"),
+                                         fixture(fixture_traces, "zero_grad_keep")).run_result(), "json"))["diffs"]
+    keys = {*d, *d["gate"], *d["step_ms"], *d["gpu_ms"], *d["runs"], *d["steps"]}
+    assert all(f'"{key}"' in doc for key in keys), sorted(k for k in keys if f"\"{k}\"" not in doc)
