@@ -88,29 +88,44 @@ def test_the_page_has_commands_and_the_readme_links_it():
     assert "docs/ci.md" in (REPO / "README.md").read_text(encoding="utf-8")
 
 
+def _skip_reason(comment: str) -> str | None:
+    needs = re.search(r"needs:\s*([\w-]+)", comment)
+    if not needs:
+        return None
+    need = needs.group(1)
+    if need == "baseline":
+        return None if _has_baseline() else "needs `tracelint check --baseline` (issue 28 item 1, not on this branch)"
+    return SKIPS.get(need, f"needs {need}")
+
+
+@pytest.fixture(scope="module")
+def ran(project) -> dict[int, subprocess.CompletedProcess | str]:
+    """Every command of the page, run in order in the project (one after the other: later ones read what earlier
+    ones wrote), by line; a skipped one as its reason."""
+    root, env = project
+    out: dict[int, subprocess.CompletedProcess | str] = {}
+    for line, command, comment in COMMANDS:
+        reason = _skip_reason(comment)
+        out[line] = reason if reason else subprocess.run(["bash", "-c", command], cwd=root, env=env,
+                                                         capture_output=True, text=True, timeout=300)
+    return out
+
+
 @pytest.mark.parametrize(("line", "command", "comment"), COMMANDS,
                          ids=[f"L{line}:{cmd.split()[1] if len(cmd.split()) > 1 else cmd}" for line, cmd, _ in
                               COMMANDS])
-def test_command(project, line, command, comment):
-    needs = re.search(r"needs:\s*([\w-]+)", comment)
-    if needs:
-        need = needs.group(1)
-        if need == "baseline":
-            if not _has_baseline():
-                pytest.skip("needs `tracelint check --baseline` (issue 28 item 1, not on this branch)")
-        else:
-            pytest.skip(SKIPS.get(need, f"needs {need}"))
+def test_command(ran, line, command, comment):
+    proc = ran[line]
+    if isinstance(proc, str):
+        pytest.skip(proc)
     expected = re.search(r"\bexit (\d+)", comment)
-    root, env = project
-    proc = subprocess.run(["bash", "-c", command], cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == (int(expected.group(1)) if expected else 0), (
         f"docs/ci.md:{line}: {command}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     assert "Traceback" not in proc.stderr
 
 
-def test_what_the_commands_wrote(project):
-    """Runs after the commands (pytest keeps the file's order): the SARIF files are valid and the step summary is
-    the markdown report."""
+def test_what_the_commands_wrote(project, ran):
+    """The SARIF files the page's commands wrote are valid, and the step summary is the markdown report."""
     from tests.render.test_sarif import assert_valid_sarif
 
     root, _ = project
