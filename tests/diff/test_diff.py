@@ -14,6 +14,7 @@ import pytest
 
 from tracelint.diff import diff_traces
 from tracelint.engine import Config
+from tracelint.engine.config import DEFAULT_NOISE_FLOOR_PCT, GPU_TIME, STEP_TIME
 from tracelint.render import render
 from tracelint.render.json import document
 from tracelint.testing import TraceBuilder
@@ -78,13 +79,15 @@ def test_twins_both_ways(twin, fixture_traces):
         assert d.step.noise_pct > 0
         assert words in d.summary, d.summary
         slower = new == bad
-        assert d.summary.startswith("+" if slower else "-")
-        # the anti-pattern costs more than 5 % and more than the noise on every one of these twins
+        rule = {"item": "TL101", "pageable": "TL202", "tf32": "TL401", "dataloader": "TL201", "gpt": "TL401"}[twin]
+        # the new finding fails the gate and the summary names it first; the fixed side's summary opens with the gain
+        assert d.summary.startswith(f"new finding: {rule} " if slower else "-"), d.summary
         assert report.exit_code() == (1 if slower else 0)
         assert d.regression is slower
+        # and the anti-pattern costs more than 5 % and more than the noise on every one of these twins
+        assert d.gate.slower is slower
         codes_new = {f.code for f in d.new_findings}
         codes_fixed = {f.code for f in d.fixed_findings}
-        rule = {"item": "TL101", "pageable": "TL202", "tf32": "TL401", "dataloader": "TL201", "gpt": "TL401"}[twin]
         assert rule in (codes_new if slower else codes_fixed)
         assert rule not in (codes_fixed if slower else codes_new)
 
@@ -96,17 +99,23 @@ def test_noise_is_welchs_95_percent_band(fixture_traces):
     vb, vn = statistics.variance(base) / len(base), statistics.variance(new) / len(new)
     df = (vb + vn) ** 2 / (vb ** 2 / (len(base) - 1) + vn ** 2 / (len(new) - 1))
     t = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776}[int(df)]
-    assert d.step.noise_pct == pytest.approx(100 * t * (vb + vn) ** 0.5 / statistics.fmean(base), abs=0.01)
+    assert d.step.band_pct == pytest.approx(100 * t * (vb + vn) ** 0.5 / statistics.fmean(base), abs=0.01)
+    # three steps a side: the band is not trusted, the gate holds the change against the noise floor
+    assert d.step.noise_source == "floor" and d.step.noise_pct == DEFAULT_NOISE_FLOOR_PCT[STEP_TIME]
 
 
 def test_zero_grad_costs_less_than_the_limit(fixture_traces):
-    # set_to_none=False costs 2.7 % here: beyond the noise, but under the 5 % limit; a 2 % limit fails it
+    # set_to_none=False costs 2.7 % of the step and 2.3 % of the GPU time here (both sides GPU-bound: the gate's
+    # measure is GPU time): under the 5 % limit; a 2 % limit fails it when the noise floor is under 2.3 %
     base, new = fixture(fixture_traces, "zero_grad_keep_fixed"), fixture(fixture_traces, "zero_grad_keep")
-    report = diff_traces(base, new)
+    report = diff_traces(base, new, fail_on_new_findings=False)
     (d,) = report.diffs
-    assert 2 < d.step.change_pct < 5 and d.step.noise_pct < 1
-    assert report.exit_code() == 0
-    assert diff_traces(base, new, max_regression_pct=2).exit_code() == 1
+    assert 2 < d.step.change_pct < 5 and d.step.band_pct < 1 and 2 < d.gpu.change_pct < d.step.change_pct
+    assert d.gate.measure == GPU_TIME and report.exit_code() == 0
+    assert diff_traces(base, new, max_regression_pct=2, noise_floor_pct=1, fail_on_new_findings=False).exit_code() == 1
+    assert diff_traces(base, new, max_regression_pct=2, noise_floor_pct=3, fail_on_new_findings=False).exit_code() == 0
+    # the new TL301 (a warning) fails it whatever the timing says
+    assert report.diffs[0].gate.blocking and diff_traces(base, new).exit_code() == 1
 
 
 def test_a_trace_against_itself(fixture_traces):
@@ -126,7 +135,8 @@ def test_metrics_list_every_metric_of_both_traces(fixture_traces):
     (d,) = doc["diffs"]
     for key in ("base", "new", "step_ms", "verdict", "metrics", "kernels", "findings", "regression", "summary"):
         assert key in d
-    assert set(d["step_ms"]) == {"base", "new", "change_pct", "noise_pct"}
+    assert set(d["step_ms"]) == set(d["gpu_ms"]) == {"base", "new", "change_pct", "noise_pct", "noise_source",
+                                                     "band_pct"}
     assert set(d["verdict"]) == {"base", "new"} and set(d["findings"]) == {"new", "fixed"}
     names = {m["name"] for m in d["metrics"]}
     assert names == set(analyze_trace(base).metrics) | set(analyze_trace(new).metrics)
@@ -161,10 +171,12 @@ def test_markdown_is_a_pr_comment(fixture_traces):
                          fixture(fixture_traces, "item_per_step")).run_result()
     out = render(result, "markdown")
     assert out.startswith("### tracelint diff: ")
-    assert ("**+34.4% step time (24.0 ms → 32.2 ms; gpu-bound → cpu-bound): host syncs per step 0 → 1 (aten::item)"
-            in out)
-    assert ":x: REGRESSION: 34.4% slower, over the 5% limit and the ±8.9% noise" in out
-    assert "|  | base | new | change |  |" in out and "| step time | 24.0 ms | 32.2 ms | +34.4% |" in out
+    assert ("**new finding: TL101 item-in-loop at fixtures/scenarios/item\\_per\\_step.py:54; +34.4% step time "
+            "(24.0 ms → 32.2 ms; gpu-bound → cpu-bound): host syncs per step 0 → 1 (aten::item)" in out)
+    floor = DEFAULT_NOISE_FLOOR_PCT[STEP_TIME]
+    assert (":x: REGRESSION: new finding TL101 item-in-loop at fixtures/scenarios/item\\_per\\_step.py:54; 34.4% "
+            f"slower, over the 5% limit and the ±{floor:.1f}% noise floor" in out)
+    assert "|  | base | new | change |  |" in out and "| step time (gate) | 24.0 ms | 32.2 ms | +34.4% |" in out
     assert "| host\\_syncs\\_per\\_step | 0 | 1 | +1 |" in out
     assert "| TL101 | warning | fixtures/scenarios/item\\_per\\_step.py:54 |" in out
 
@@ -182,9 +194,12 @@ def test_text_report(fixture_traces):
     result = diff_traces(fixture(fixture_traces, "pageable_copies"),
                          fixture(fixture_traces, "pageable_copies_fixed")).run_result()
     lines = render(result, "text").splitlines()
-    assert lines[1].startswith("-12.7% step time (144 ms → 126 ms): pageable H2D bytes per step 147 MiB → 0 B")
-    assert lines[2] == "gate: ok: 12.7% faster"
-    assert "noise ±12.0% (95% band from 3 and 3 steps: few steps, a wide band)" in lines[4]
+    assert lines[1].startswith("-12.7% step time (144 ms → 126 ms; GPU time per step -14.8%): pageable H2D bytes "
+                               "per step 147 MiB → 0 B")
+    assert lines[2] == "gate: ok: GPU time per step 14.8% faster"
+    assert ("(noise floor: one trace a side, and 3 and 3 steps are too few for their ±12.0% band to be trusted)"
+            in lines[4])
+    assert lines[5].startswith("  GPU time   ") and lines[5].endswith("[gate]")
     assert any(line.split()[:4] == ["h2d_pageable_bytes", "441", "MiB", "0"] for line in lines)
     assert "  findings fixed: 1" in lines
 
@@ -197,8 +212,11 @@ def test_run_to_run_pair_reads_the_same_both_ways(public_traces):
     (ab,), (ba,) = diff_traces(a, b).diffs, diff_traces(b, a).diffs
     assert ab.step.base_ms == ba.step.new_ms and ab.step.new_ms == ba.step.base_ms
     assert ab.step.change_pct < 0 < ba.step.change_pct
-    # two runs of one script: the second waited less for its DataLoader, and the summary says so
-    assert "GPU idle on DataLoader wait -" in ab.summary and "GPU idle on DataLoader wait +" in ba.summary
+    # two runs of one script, 12.5 % apart: within the noise floor both ways (their six steps a side give a band of
+    # ±3.7 %, which would have called it a regression); the gate passes
+    assert "within the noise" in ab.summary and "within the noise" in ba.summary
+    assert ab.step.noise_source == ba.step.noise_source == "floor" and ab.step.band_pct < 5 < -ab.step.change_pct
+    assert not ab.regression and not ba.regression
     assert ab.verdict == ("input-bound", "input-bound")
 
 
@@ -227,31 +245,36 @@ def synthetic(path: Path, kernel_us: list[float]) -> Path:
     return trace.write(path)
 
 
-def test_one_step_a_side_has_no_noise_and_the_gate_uses_the_limit(tmp_path):
+def test_one_step_a_side_has_no_spread_and_the_gate_uses_the_floor(tmp_path):
     base = synthetic(tmp_path / "a.json", [1000])
     slower = synthetic(tmp_path / "b.json", [1100])
-    report = diff_traces(base, slower)
+    report = diff_traces(base, slower, noise_floor_pct=3)
     (d,) = report.diffs
-    assert d.step.noise_pct is None and d.step.change_pct > 5
-    assert "noise unknown: one step per trace" in d.summary
+    assert d.step.band_pct is None and d.step.change_pct > 5
+    assert d.gpu.noise_source == d.step.noise_source == "floor" and d.gpu.noise_pct == d.step.noise_pct == 3
+    assert "steps have no spread" in render(report.run_result(), "text")
     assert report.exit_code() == 1
+    assert diff_traces(base, slower, noise_floor_pct=12).exit_code() == 0
     assert diff_traces(base, slower, max_regression_pct=20).exit_code() == 0
 
 
 def test_a_slower_run_within_its_noise_passes(tmp_path):
-    base = synthetic(tmp_path / "a.json", [1000, 1400, 700, 1200])
-    new = synthetic(tmp_path / "b.json", [1300, 900, 1500, 1000])
+    base = synthetic(tmp_path / "a.json", [1000, 1400, 700, 1200, 900, 1300])
+    new = synthetic(tmp_path / "b.json", [1300, 900, 1500, 1000, 1400, 1100])
     report = diff_traces(base, new)
     (d,) = report.diffs
-    assert d.step.change_pct > 5 and d.step.noise_pct > d.step.change_pct
+    # six steps a side: their band is trusted, and it is wider than the floor
+    assert d.gpu.noise_source == "steps" and d.gpu.noise_pct == d.gpu.band_pct
+    assert d.gpu.change_pct > 5 and d.gpu.noise_pct > d.gpu.change_pct
     assert "within the noise" in d.summary and report.exit_code() == 0
 
 
 def test_a_crossed_threshold_fails_the_gate(fixture_traces):
     base, new = fixture(fixture_traces, "item_no_effect_fixed"), fixture(fixture_traces, "item_no_effect")
-    loose = diff_traces(base, new, max_regression_pct=1000)
+    loose = diff_traces(base, new, max_regression_pct=1000, fail_on_new_findings=False)
     assert loose.exit_code() == 0
-    gated = diff_traces(base, new, max_regression_pct=1000, thresholds=[("max-syncs-per-step", 0)])
+    gated = diff_traces(base, new, max_regression_pct=1000, thresholds=[("max-syncs-per-step", 0)],
+                        fail_on_new_findings=False)
     (d,) = gated.diffs
     assert gated.exit_code() == 1 and d.crossed == ("max-syncs-per-step = 0: host_syncs_per_step 0 → 1",)
     # BASE already over the limit: nothing is crossed
@@ -269,7 +292,10 @@ def test_config_section(tmp_path):
     assert Config().diff_max_regression_pct == 5.0
     for body, message in (("max-syncs-per-stp = 0", "did you mean 'max-syncs-per-step'?"),
                           ("max-regression-pct = -1", "must not be negative"),
-                          ("max-regression-pct = 'x'", "must be a number")):
+                          ("max-regression-pct = 'x'", "must be a number"),
+                          ("noise-floor-pct = -1", "must not be negative"),
+                          ("fail-on-new-findings = 1", "must be true or false"),
+                          ("noise-floor = 3", "did you mean 'noise-floor-pct'")):
         toml.write_text(f"[tool.tracelint.diff]\n{body}\n")
         with pytest.raises(ConfigError, match=message):
             load_config_file(toml)
@@ -286,15 +312,20 @@ def test_command_exit_codes_and_formats(fixture_traces, tmp_path):
     fixed, bad = fixture(fixture_traces, "item_per_step_fixed"), fixture(fixture_traces, "item_per_step")
     slower = tracelint(fixed, bad, cwd=tmp_path)
     assert slower.returncode == 1 and slower.stderr == ""
-    assert slower.stdout.splitlines()[1].startswith("+34.4% step time")
+    assert slower.stdout.splitlines()[1].startswith("new finding: TL101 item-in-loop at ")
     faster = tracelint(bad, fixed, "--format", "json", cwd=tmp_path)
     assert faster.returncode == 0 and json.loads(faster.stdout)["diffs"][0]["regression"] is False
     same = tracelint(bad, bad, "--format", "markdown", "-o", tmp_path / "out.md", cwd=tmp_path)
     assert same.returncode == 0 and same.stdout == ""
     assert ":white_check_mark: ok: same step time" in (tmp_path / "out.md").read_text()
-    assert tracelint(fixed, bad, "--max-regression-pct", "50", cwd=tmp_path).returncode == 0
+    loose = tracelint(fixed, bad, "--max-regression-pct", "50", "--no-fail-on-new-findings", cwd=tmp_path)
+    assert loose.returncode == 0
     (tmp_path / "pyproject.toml").write_text("[tool.tracelint.diff]\nmax-regression-pct = 50\n")
+    assert tracelint(fixed, bad, cwd=tmp_path).returncode == 1  # the new TL101
+    (tmp_path / "pyproject.toml").write_text("[tool.tracelint.diff]\nmax-regression-pct = 50\n"
+                                             "fail-on-new-findings = false\n")
     assert tracelint(fixed, bad, cwd=tmp_path).returncode == 0
+    assert tracelint(fixed, bad, "--fail-on-new-findings", cwd=tmp_path).returncode == 1
     gated = tracelint(fixed, bad, "--threshold", "max-syncs-per-step=0", cwd=tmp_path)
     assert gated.returncode == 1 and "crossed max-syncs-per-step = 0" in gated.stdout
 

@@ -3,7 +3,9 @@ metrics, kernels and findings, with a CI gate. The numbers are defined in tracel
 from __future__ import annotations
 
 from tracelint.diff.compare import (
+    Change,
     DiffReport,
+    Gate,
     KernelChange,
     MetricChange,
     StepChange,
@@ -13,5 +15,5 @@ from tracelint.diff.compare import (
     finding_key,
 )
 
-__all__ = ["DiffReport", "KernelChange", "MetricChange", "StepChange", "TraceDiff", "compare", "diff_traces",
-           "finding_key"]
+__all__ = ["Change", "DiffReport", "Gate", "KernelChange", "MetricChange", "StepChange", "TraceDiff", "compare",
+           "diff_traces", "finding_key"]

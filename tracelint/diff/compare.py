@@ -3,26 +3,43 @@
 Both sides are analyzed as ``tracelint trace`` analyzes them (tracelint.trace.analyze.analyze_paths), at the same
 time in two processes (BASE in a forked child, NEW here), each reduced to a compact ``Side`` per rank before it
 crosses the process boundary. A folder's ranks are paired by rank; two single traces are paired whatever their ranks.
+A side may be several runs of the same configuration (traces or folders): each rank's runs are pooled (``pool``:
+metrics, kernel times and findings averaged or joined over the runs) and their spread is the noise.
 Every number of a diff, defined:
 
 **Step time** of one profiled step: the longer of its CPU-side span (``ProfilerStep#N``) and its GPU-side span (first
 start to last end of the GPU work launched in that step: tracelint.trace.metrics). The host's span is the step when
 the GPU waits for the host (input- or CPU-bound); the GPU's when the host runs ahead of it (GPU-bound: an fp32 MLP's
 host span is 5 ms of a 48 ms step). ``step_ms`` is the mean over the profiled steps; a trace without
-``ProfilerStep`` is one step, the whole trace.
+``ProfilerStep`` is one step, the whole trace (and has no GPU time per step).
 
-**change_pct**: (new − base) / base × 100 of the mean step times.
+**GPU time per step** of one profiled step: the summed duration of the GPU events (kernels, copies, memsets)
+launched in that step (tracelint.trace.model: by their launch, not by time), NCCL and other communication kernels
+left out (they spin while they wait for a peer: their time is the other ranks' lateness, not this rank's work).
+Overlapping streams count twice: it is work, not a span. The host does not enter it, so it holds still where the
+step time swings with the host (a GPU-bound run: the step is the GPU's work).
 
-**noise_pct**: the half-width of the 95 % confidence interval of that difference of means, in percent of base:
-Student's t (Welch's degrees of freedom, rounded down) × √(s²_base/n_base + s²_new/n_new), s the standard deviation
-of the per-step times of each trace. Few profiled steps give a wide band (t is 12.7 for one degree of freedom). With
-one step on a side its spread is taken to be the other side's; with one step on both sides the noise is unknown
-(``None``) and the report says so.
+**change_pct** of a measure: (new − base) / base × 100 of its means (over every step of every run of a side).
 
-**The gate** (``regression``): NEW's step is slower than BASE's by more than ``max-regression-pct`` (5 %) *and* by
-more than the noise (when the noise is unknown, by the percent alone); or NEW crosses a configured TL010 gate
-threshold that BASE met (``max-syncs-per-step = 0``: BASE within the limit or not measured, NEW beyond it). Faster
-is never a failure.
+**Noise** (``noise_pct``), the change a measure shows between two runs of the same code, by what is known:
+- several traces on a side (runs of the same configuration: ``--base A1 --base A2 --new B1 --new B2``): the
+  half-width of the 95 % confidence interval of the difference of the per-run means, Student's t at Welch's degrees
+  of freedom (rounded down) × √(s²_base/k_base + s²_new/k_new), s the standard deviation of a side's run means, in
+  percent of BASE's mean (a side of one run takes the other side's spread); ``noise_source`` "runs";
+- one trace a side: the same band over the per-step times (``band_pct``) when both sides have at least
+  ``FEW_STEPS`` (5) steps and the band is wider than the noise floor (``noise_source`` "steps"); otherwise the
+  noise floor, ``noise-floor-pct`` (``noise_source`` "floor"). A band from three steps is no estimate of how far
+  two runs land apart: ±49.9 % on two H200 runs that differ by 10 %, ±3.7 % on two runs 12.5-14 % apart. The default
+  floor is measured per measure (tracelint.engine.config.DEFAULT_NOISE_FLOOR_PCT, bench/diff_noise_floor.py).
+
+**The gate** (``regression``), for each pair, fails when any of:
+- NEW has a finding at ``fail-on`` severity or above (warning by default) that BASE lacks
+  (``fail-on-new-findings``, on by default): a new host sync fails the gate whatever the timing says;
+- the gate's measure (``gate.measure``: GPU time per step when both sides' verdicts are gpu-bound, else step time)
+  is slower by more than ``max-regression-pct`` (5 %) *and* by more than its noise;
+- NEW crosses a configured TL010 gate threshold that BASE met (``max-syncs-per-step = 0``: BASE within the limit or
+  not measured, NEW beyond it).
+Faster is never a failure.
 
 **Metrics**: every metric of both traces' reports (tracelint.engine.metrics), with ``delta`` = new − base and
 ``delta_pct`` = delta / |base| × 100 (``None`` when base is 0 or either is not a number). A metric *moved* when
@@ -36,13 +53,17 @@ the profiled steps, divided by the number of steps. A name's class: ``gemm-tenso
 ``reduction``, ``normalization``, ``softmax``, ``other``. A kernel that ran on one side only *appeared* or
 *vanished* (its other side is ``None``).
 
-**Findings** new and fixed are matched by a key that does not hold the trace's path (``Finding.fingerprint`` does):
-rule code, the source file's name and line the trace's stack gives (not its folder: two checkouts differ there), and
-the event name.
+**Findings** new and fixed are matched by rule and place, never by message text (a trace finding's message carries
+numbers that change from run to run; tracelint.diff.findings): rule code, the source file's name (not its folder:
+two checkouts differ there) and line the trace's stack gives, and the event name. Findings of one rule, file and
+event that sit on different lines are then paired in line order, so code that moved keeps its findings matched and
+one more sync in the file is one new finding.
 
-**Summary**: the step change, then up to three causes that moved in its direction, largest time per step first:
-each a count that says what the code did (host syncs per step, pageable bytes per step, kernels per step) with the
-time it cost (GPU idle by cause, pageable copy time, kernel time per class); ``CAUSES`` declares them.
+**Summary**: the new findings that fail the gate (``new finding: TL101 item-in-loop at train.py:54``), the step
+change (and the GPU time change when that is the gate's measure), then up to three causes that moved in its
+direction, largest time per step first: each a count that says what the code did (host syncs per step, pageable
+bytes per step, kernels per step) with the time it cost (GPU idle by cause, pageable copy time, kernel time per
+class); ``CAUSES`` declares them.
 """
 from __future__ import annotations
 
@@ -52,23 +73,25 @@ import os
 import pickle
 import statistics
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracelint.engine import Config, Finding, InputError, TraceLocation
+from tracelint.diff.findings import finding_changes, finding_key, finding_words
+from tracelint.diff.noise import Change, beyond, change
+from tracelint.engine import Config, Finding, InputError, Severity, TraceLocation
 from tracelint.engine import metrics as M
-from tracelint.engine.config import DEFAULT_MAX_REGRESSION_PCT
+from tracelint.engine.config import DEFAULT_MAX_REGRESSION_PCT, DEFAULT_NOISE_FLOOR_PCT, GPU_TIME, STEP_TIME
 from tracelint.engine.display import format_metric, format_seconds
 from tracelint.engine.metrics import registry
 from tracelint.engine.records import finding_dict
 from tracelint.engine.result import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, RunResult
-from tracelint.engine.stats import t975
 from tracelint.trace.kernels import KERNEL_GROUPS, kernel_group
+from tracelint.trace.verdict import GPU_BOUND
 
 KERNELS_LISTED = 30  # the kernels a diff lists (JSON); the text shows the first ten
 _MIN_MOVE_PCT = 1.0  # a metric moves by at least this percent (and points, for a percentage) before it counts
-FEW_STEPS = 5  # under this many steps on a side, a report says the noise band is wide
+UNTIMED_GROUPS = ("communication",)  # kernel classes left out of GPU time per step: NCCL kernels spin while waiting
 _MIN_SHARE = 0.1  # a cause the summary names explains at least this share of the step change
 _EVENT_WIDTH = 48  # kernel and event names in the summary line are cut to this many characters
 
@@ -85,6 +108,7 @@ class Side:
     evidence: str
     metrics: dict
     step_us: tuple[float, ...]  # per profiled step: the longer of its CPU and GPU spans
+    gpu_us: tuple[float, ...]  # per profiled step: GPU time (module docstring), () without profiled steps
     kernels: dict  # name -> (class, µs per step, launches per step)
     sync_sites: dict  # event -> syncs per step (tracelint.trace.rules.sync: aten::item, aten::nonzero, ...)
     findings: tuple[Finding, ...]
@@ -113,12 +137,16 @@ def side_of(report) -> Side:
         if g.name not in group:
             group[g.name] = kernel_group(g.kind, g.name, analysis)
     kernels = {name: (group[name], time[name] / n, count[name] / n) for name in time}
+    gpu = [0.0] * (len(analysis.steps) if analysis.has_steps else 0)
+    for g in analysis.gpu_events:
+        if g.step is not None and g.step < len(gpu) and group[g.name] not in UNTIMED_GROUPS:
+            gpu[g.step] += g.end - g.start
     sites: dict[str, float] = {}
     for site in sync_sites(analysis):
         sites[site.event] = sites.get(site.event, 0.0) + site.count / n
     summary = report.summaries[0]
-    return Side(report.path, analysis.rank, summary.verdict, summary.evidence, dict(summary.metrics), steps, kernels,
-                sites, tuple(report.findings))
+    return Side(report.path, analysis.rank, summary.verdict, summary.evidence, dict(summary.metrics), steps,
+                tuple(gpu), kernels, sites, tuple(report.findings))
 
 
 def measure(path, config: Config) -> tuple[list[Side], list[InputError]]:
@@ -142,58 +170,88 @@ def measure(path, config: Config) -> tuple[list[Side], list[InputError]]:
     return sides, errors
 
 
+def measure_runs(paths, config: Config) -> tuple[list[list[Side]], list[InputError]]:
+    """``measure`` of each path of one side (each a run of the same configuration): its Sides, path by path."""
+    runs, errors = [], []
+    for path in paths:
+        sides, errs = measure(path, config)
+        runs.append(sides)
+        errors.extend(errs)
+    return runs, errors
+
+
 def _measure_both(base, new, config: Config):
-    """Both sides' ``measure``, BASE in a forked process while NEW is measured here: a diff costs about the longer
-    of the two analyses, not their sum. Without fork (or with threads running, which fork does not copy), one after
-    the other."""
+    """Both sides' ``measure_runs``, BASE in a forked process while NEW is measured here: a diff costs about the
+    longer of the two analyses, not their sum. Without fork (or with threads running, which fork does not copy), one
+    after the other."""
     if "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
-        return measure(base, config), measure(new, config)
+        return measure_runs(base, config), measure_runs(new, config)
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child, args=(send, base, config), daemon=True)
     child.start()
     send.close()
     try:
-        ours = measure(new, config)
+        ours = measure_runs(new, config)
         try:
             payload = receive.recv_bytes()
             outcome = pickle.loads(payload)
         except (EOFError, OSError):
-            outcome = ([], [InputError(str(base), "internal error while analyzing: the analysis process died "
-                                                  f"(exit code {child.exitcode}; out of memory?)")])
+            outcome = ([], [InputError(str(base[0]), "internal error while analyzing: the analysis process died "
+                                                     f"(exit code {child.exitcode}; out of memory?)")])
     finally:
         receive.close()
         child.join()
     return outcome, ours
 
 
-def _child(send, path, config: Config) -> None:
+def _child(send, paths, config: Config) -> None:
     from tracelint.trace.analyze import internal_error
 
     try:
         try:
-            payload = pickle.dumps(measure(path, config), protocol=pickle.HIGHEST_PROTOCOL)
+            payload = pickle.dumps(measure_runs(paths, config), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # measure catches per file; this is the last resort (or a record that won't pickle)
-            payload = pickle.dumps(([], [internal_error(str(path), exc)]), protocol=pickle.HIGHEST_PROTOCOL)
+            payload = pickle.dumps(([], [internal_error(str(paths[0]), exc)]), protocol=pickle.HIGHEST_PROTOCOL)
         send.send_bytes(payload)
         send.close()
     finally:
         os._exit(0)  # no cleanup of the parent's state in the fork: its atexit handlers are the parent's
 
 
+def pool(runs: Sequence[Side]) -> Side:
+    """One Side for several runs of the same configuration (one rank): the first run's path and rank, the verdict
+    most runs reached, the mean of each numeric metric, kernel and sync site over the runs (a kernel or site absent
+    from a run counts 0 there), every run's steps, and the findings of any run (one per ``finding_key``)."""
+    if len(runs) == 1:
+        return runs[0]
+    k = len(runs)
+    verdicts = [r.verdict for r in runs]
+    verdict = max(dict.fromkeys(verdicts), key=verdicts.count)
+    metrics = dict(runs[0].metrics)
+    for name, value in metrics.items():
+        values = [r.metrics.get(name) for r in runs]
+        if all(_number(v) for v in values):
+            metrics[name] = statistics.fmean(values) if isinstance(value, float) or len(set(values)) > 1 else value
+    kernels = {}
+    for name in dict.fromkeys(n for r in runs for n in r.kernels):
+        group = next(r.kernels[name][0] for r in runs if name in r.kernels)
+        kernels[name] = (group, sum(r.kernels[name][1] for r in runs if name in r.kernels) / k,
+                         sum(r.kernels[name][2] for r in runs if name in r.kernels) / k)
+    sites = {e: sum(r.sync_sites.get(e, 0.0) for r in runs) / k for r in runs for e in r.sync_sites}
+    findings = {}
+    for r in runs:
+        for f in r.findings:
+            findings.setdefault(finding_key(f), f)
+    first = runs[0]
+    evidence = next(r.evidence for r in runs if r.verdict == verdict)
+    return Side(first.path, first.rank, verdict, evidence, metrics, tuple(x for r in runs for x in r.step_us),
+                tuple(x for r in runs for x in r.gpu_us), kernels, sites, tuple(findings.values()))
+
+
 # --- the comparison ----------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class StepChange:
-    base_ms: float | None
-    new_ms: float | None
-    change_pct: float | None
-    noise_pct: float | None
-    base_steps: int
-    new_steps: int
-
-    def as_dict(self) -> dict:
-        return {"base": self.base_ms, "new": self.new_ms, "change_pct": self.change_pct, "noise_pct": self.noise_pct}
+StepChange = Change  # the name the API had before GPU time per step joined step time
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,13 +285,35 @@ class KernelChange:
 
 
 @dataclass(frozen=True, slots=True)
+class Gate:
+    """Why a pair passed or failed the gate (the JSON report's ``gate``)."""
+
+    max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT
+    measure: str = STEP_TIME  # STEP_TIME | GPU_TIME: the measure the timing gate compares
+    slower: bool = False  # that measure is over the limit and over its noise
+    crossed: tuple[str, ...] = ()  # the gate thresholds NEW crossed, as "max-syncs-per-step = 0: 0 → 1"
+    fail_on_new_findings: bool = True
+    fail_on: Severity = Severity.WARNING  # the lowest severity of a new finding that fails the gate
+    blocking: tuple[Finding, ...] = ()  # NEW's new findings at fail_on or above (they fail it when enabled)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.slower or self.crossed or (self.fail_on_new_findings and self.blocking))
+
+    def as_dict(self) -> dict:
+        return {"max_regression_pct": self.max_regression_pct, "thresholds_crossed": list(self.crossed),
+                "measure": self.measure, "slower": self.slower, "fail_on_new_findings": self.fail_on_new_findings,
+                "fail_on": str(self.fail_on), "new_findings": [finding_words(f) for f in self.blocking]}
+
+
+@dataclass(frozen=True, slots=True)
 class TraceDiff:
-    """One pair of traces (or one rank of two job folders) compared."""
+    """One pair of traces (or one rank of two job folders; or of several runs a side) compared."""
 
     base: str
     new: str
     rank: int | None
-    step: StepChange
+    step: Change
     verdict: tuple[str, str]
     metrics: tuple[MetricChange, ...]
     kernels: tuple[KernelChange, ...]  # by |change| per step, the largest first (KERNELS_LISTED of them)
@@ -241,18 +321,32 @@ class TraceDiff:
     kernel_names: tuple[int, int, int]  # kernel names on both sides, appeared, vanished
     new_findings: tuple[Finding, ...]
     fixed_findings: tuple[Finding, ...]
-    crossed: tuple[str, ...]  # the gate thresholds NEW crossed, as "max-syncs-per-step = 0: 0 → 1"
-    regression: bool
     summary: str
-    max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT
+    gate: Gate = Gate()
+    gpu: Change | None = None  # GPU time per step (None: a side without profiled steps)
+    base_runs: tuple[str, ...] = ()  # every trace of BASE's side (one per run), when there are several
+    new_runs: tuple[str, ...] = ()
+
+    @property
+    def regression(self) -> bool:
+        return self.gate.failed
+
+    @property
+    def crossed(self) -> tuple[str, ...]:
+        return self.gate.crossed
+
+    @property
+    def max_regression_pct(self) -> float:
+        return self.gate.max_regression_pct
 
     def as_dict(self) -> dict:
         """The JSON report's ``diffs`` entry (tracelint.render.json documents it)."""
         return {
             "base": self.base, "new": self.new, "rank": self.rank,
+            "runs": {"base": list(self.base_runs or [self.base]), "new": list(self.new_runs or [self.new])},
             "step_ms": self.step.as_dict(),
-            "steps": {"base": self.step.base_steps, "new": self.step.new_steps,
-                      "few": min(self.step.base_steps, self.step.new_steps) < FEW_STEPS},
+            "gpu_ms": self.gpu.as_dict() if self.gpu is not None else None,
+            "steps": {"base": self.step.base_steps, "new": self.step.new_steps, "few": self.step.few_steps},
             "verdict": {"base": self.verdict[0], "new": self.verdict[1]},
             "metrics": [m.as_dict() for m in self.metrics],
             "kernels": [k.as_dict() for k in self.kernels],
@@ -261,7 +355,7 @@ class TraceDiff:
             "findings": {"new": [finding_dict(f) for f in self.new_findings],
                          "fixed": [finding_dict(f) for f in self.fixed_findings]},
             "regression": self.regression,
-            "gate": {"max_regression_pct": self.max_regression_pct, "thresholds_crossed": list(self.crossed)},
+            "gate": self.gate.as_dict(),
             "summary": self.summary,
         }
 
@@ -289,58 +383,100 @@ class DiffReport:
 
 
 def diff_traces(base, new, *, config: Config | None = None, max_regression_pct: float | None = None,
-                thresholds: Iterable[tuple[str, float]] | None = None) -> DiffReport:
-    """Compare trace (or job folder) ``new`` with ``base``. ``max_regression_pct`` and ``thresholds`` (TL010 gate
-    keys) default to the config's ``[tool.tracelint.diff]``. Unreadable inputs are the report's errors, never
-    exceptions."""
+                thresholds: Iterable[tuple[str, float]] | None = None, noise_floor_pct: float | None = None,
+                fail_on_new_findings: bool | None = None) -> DiffReport:
+    """Compare trace (or job folder) ``new`` with ``base``; either may be a list of paths, runs of the same
+    configuration, whose spread is the noise. ``max_regression_pct``, ``thresholds`` (TL010 gate keys),
+    ``noise_floor_pct`` and ``fail_on_new_findings`` default to the config's ``[tool.tracelint.diff]``.
+    Unreadable inputs are the report's errors, never exceptions."""
     config = config or Config()
-    limit = config.diff_max_regression_pct if max_regression_pct is None else max_regression_pct
-    gates = dict(config.diff_thresholds if thresholds is None else thresholds)
-    (base_sides, base_errors), (new_sides, new_errors) = _measure_both(base, new, config)
-    errors = [*base_errors, *new_errors]
-    pairs, unmatched = _pairs(base_sides, new_sides, str(base), str(new))
-    errors.extend(unmatched)
-    diffs = tuple(compare(b, n, max_regression_pct=limit, thresholds=gates) for b, n in pairs)
-    return DiffReport(diffs, tuple(errors))
+    base_paths = [base] if isinstance(base, (str, os.PathLike)) else list(base)
+    new_paths = [new] if isinstance(new, (str, os.PathLike)) else list(new)
+    if not base_paths or not new_paths:
+        raise ValueError("each side needs at least one trace")
+    settings = dict(
+        max_regression_pct=config.diff_max_regression_pct if max_regression_pct is None else max_regression_pct,
+        thresholds=dict(config.diff_thresholds if thresholds is None else thresholds),
+        noise_floor_pct=config.diff_noise_floor_pct if noise_floor_pct is None else noise_floor_pct,
+        fail_on_new_findings=(config.diff_fail_on_new_findings if fail_on_new_findings is None
+                              else fail_on_new_findings),
+        fail_on=config.fail_on)
+    (base_runs, base_errors), (new_runs, new_errors) = _measure_both(base_paths, new_paths, config)
+    pairs, unmatched = _pairs(base_runs, new_runs, base_paths, new_paths)
+    return DiffReport(tuple(compare(b, n, **settings) for b, n in pairs), (*base_errors, *new_errors, *unmatched))
 
 
-def _pairs(base: list[Side], new: list[Side], base_path: str, new_path: str):
-    if len(base) == 1 and len(new) == 1:
-        return [(base[0], new[0])], []
-    if not base or not new:
-        return [], []  # the empty side's error is already there
-    by_rank_base = {s.rank: s for s in base}
-    by_rank_new = {s.rank: s for s in new}
-    if None in by_rank_base or None in by_rank_new or len(by_rank_base) < len(base) or len(by_rank_new) < len(new):
-        return [], [InputError(new_path, f"cannot pair the traces with {base_path}'s by rank: "
-                                         "not every trace names a distinct rank (distributedInfo)")]
+def _pairs(base: list[list[Side]], new: list[list[Side]], base_paths: list, new_paths: list):
+    """(BASE's runs, NEW's runs) of each rank: single traces pair whatever their ranks; folders pair by rank, and
+    every run of a side must hold the same ranks."""
+    kept = [[(run, path) for run, path in zip(runs, paths, strict=True) if run]  # an empty run's error is there
+            for runs, paths in ((base, base_paths), (new, new_paths))]
+    if not kept[0] or not kept[1]:
+        return [], []
+    (base, base_paths), (new, new_paths) = (zip(*side, strict=True) for side in kept)
+    if all(len(run) == 1 for run in (*base, *new)):
+        return [([r[0] for r in base], [r[0] for r in new])], []
+    by_rank: list[list[dict]] = [[], []]
     errors = []
-    only_base = sorted(set(by_rank_base) - set(by_rank_new))
-    only_new = sorted(set(by_rank_new) - set(by_rank_base))
-    if only_base:
-        errors.append(InputError(new_path, f"no trace of rank {', '.join(map(str, only_base))} (BASE has one)"))
-    if only_new:
-        errors.append(InputError(base_path, f"no trace of rank {', '.join(map(str, only_new))} (NEW has one)"))
-    common = sorted(set(by_rank_base) & set(by_rank_new))
-    return [(by_rank_base[r], by_rank_new[r]) for r in common], errors
+    for i, (runs, paths) in enumerate(((base, base_paths), (new, new_paths))):
+        for run, path in zip(runs, paths, strict=True):
+            ranks = {s.rank: s for s in run}
+            if None in ranks or len(ranks) < len(run):
+                return [], [InputError(str(path), "cannot pair its traces by rank: not every trace names a distinct "
+                                                  "rank (distributedInfo)")]
+            by_rank[i].append(ranks)
+    all_base = set().union(*by_rank[0])
+    all_new = set().union(*by_rank[1])
+    for runs, paths, other, word in ((by_rank[0], base_paths, all_new, "NEW"),
+                                     (by_rank[1], new_paths, all_base, "BASE")):
+        for ranks, path in zip(runs, paths, strict=True):
+            missing = sorted(other - set(ranks))
+            if missing:
+                errors.append(InputError(str(path), f"no trace of rank {', '.join(map(str, missing))} "
+                                                    f"({word} has one)"))
+    common = sorted(all_base & all_new)
+    return [([run[r] for run in by_rank[0] if r in run], [run[r] for run in by_rank[1] if r in run])
+            for r in common], errors
 
 
-def compare(base: Side, new: Side, *, max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT,
-            thresholds: dict | None = None) -> TraceDiff:
-    """The diff of two measured sides (pure: no file is read)."""
-    step = step_change(base.step_us, new.step_us)
-    steps = (_steps(base), _steps(new))
-    metrics = tuple(_metric_changes(base.metrics, new.metrics, step, base_step_us=_mean(base.step_us),
-                                    steps=steps))
-    kernels, classes, names = _kernel_changes(base.kernels, new.kernels)
-    new_findings, fixed = _finding_changes(base.findings, new.findings)
-    crossed = tuple(_crossed(base.metrics, new.metrics, thresholds or {}))
-    slower = (step.change_pct is not None and step.change_pct > max_regression_pct
-              and (step.noise_pct is None or step.change_pct > step.noise_pct))
-    summary = summarize(base, new, step, classes, new_findings, fixed)
-    return TraceDiff(base.path, new.path, new.rank if new.rank is not None else base.rank, step,
-                     (base.verdict, new.verdict), metrics, kernels, classes, names, new_findings, fixed, crossed,
-                     bool(slower or crossed), summary, max_regression_pct)
+def compare(base: Side | Sequence[Side], new: Side | Sequence[Side], *,
+            max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT, thresholds: dict | None = None,
+            noise_floor_pct: float | None = None, fail_on_new_findings: bool = True,
+            fail_on: Severity = Severity.WARNING) -> TraceDiff:
+    """The diff of two measured sides, each one Side or the Sides of several runs (pure: no file is read).
+    ``noise_floor_pct`` None: the measured default of the gate's measure (DEFAULT_NOISE_FLOOR_PCT)."""
+    base_runs = [base] if isinstance(base, Side) else list(base)
+    new_runs = [new] if isinstance(new, Side) else list(new)
+    pooled_base, pooled_new = pool(base_runs), pool(new_runs)
+
+    def floor(measure: str) -> float:
+        return DEFAULT_NOISE_FLOOR_PCT[measure] if noise_floor_pct is None else noise_floor_pct
+
+    step = change([r.step_us for r in base_runs], [r.step_us for r in new_runs], floor(STEP_TIME))
+    gpu = None
+    if all(r.gpu_us for r in (*base_runs, *new_runs)):
+        gpu = change([r.gpu_us for r in base_runs], [r.gpu_us for r in new_runs], floor(GPU_TIME))
+    measure = GPU_TIME if gpu is not None and _gpu_bound(pooled_base) and _gpu_bound(pooled_new) else STEP_TIME
+    timed = gpu if measure == GPU_TIME else step
+    steps = (_steps(pooled_base), _steps(pooled_new))
+    metrics = tuple(_metric_changes(pooled_base.metrics, pooled_new.metrics, timed,
+                                    base_step_us=_mean(pooled_base.step_us), steps=steps))
+    kernels, classes, names = _kernel_changes(pooled_base.kernels, pooled_new.kernels)
+    new_findings, fixed = finding_changes(pooled_base.findings, pooled_new.findings)
+    gate = Gate(max_regression_pct, measure, beyond(timed, max_regression_pct),
+                tuple(_crossed(pooled_base.metrics, pooled_new.metrics, thresholds or {})), fail_on_new_findings,
+                fail_on, tuple(f for f in new_findings if f.severity >= fail_on))
+    summary = summarize(pooled_base, pooled_new, step, classes, new_findings, fixed, gate=gate, gpu=gpu)
+    many = len(base_runs) > 1 or len(new_runs) > 1
+    return TraceDiff(pooled_base.path, pooled_new.path,
+                     pooled_new.rank if pooled_new.rank is not None else pooled_base.rank, step,
+                     (pooled_base.verdict, pooled_new.verdict), metrics, kernels, classes, names, new_findings, fixed,
+                     summary, gate, gpu, tuple(r.path for r in base_runs) if many else (),
+                     tuple(r.path for r in new_runs) if many else ())
+
+
+def _gpu_bound(side: Side) -> bool:
+    return side.verdict == GPU_BOUND
 
 
 def _steps(side: Side) -> int:
@@ -355,25 +491,10 @@ def _round(x: float | None, digits: int = 2) -> float | None:
     return None if x is None else round(x, digits)
 
 
-def step_change(base_us: tuple[float, ...], new_us: tuple[float, ...]) -> StepChange:
-    """Means, change and noise band of two series of per-step times in µs (module docstring)."""
-    b, n = _mean(base_us), _mean(new_us)
-    change = 100.0 * (n - b) / b if b and n is not None else None
-    noise = None
-    if b and len(base_us) + len(new_us) > 2:
-        var_b = statistics.variance(base_us) if len(base_us) > 1 else None
-        var_n = statistics.variance(new_us) if len(new_us) > 1 else None
-        var_b = var_n if var_b is None else var_b
-        var_n = var_b if var_n is None else var_n
-        se2 = var_b / len(base_us) + var_n / len(new_us)
-        if se2 == 0:
-            noise = 0.0
-        else:
-            parts = [(v / k) ** 2 / (k - 1) for v, k in ((var_b, len(base_us)), (var_n, len(new_us))) if k > 1]
-            df = se2 ** 2 / sum(parts) if sum(parts) else 1.0
-            noise = 100.0 * t975(max(1, math.floor(df))) * math.sqrt(se2) / b
-    return StepChange(_round(b / 1000 if b is not None else None, 3), _round(n / 1000 if n is not None else None, 3),
-                      _round(change), _round(noise), len(base_us), len(new_us))
+def step_change(base_us: Sequence[float], new_us: Sequence[float],
+                floor_pct: float | None = None) -> Change:
+    """The step-time Change of one trace a side from its per-step times in µs (tracelint.diff.noise.change)."""
+    return change([base_us], [new_us], DEFAULT_NOISE_FLOOR_PCT[STEP_TIME] if floor_pct is None else floor_pct)
 
 
 def _number(value) -> bool:
@@ -421,23 +542,6 @@ def _kernel_changes(base: dict, new: dict):
     names = (sum(1 for k in rows if k.base_us is not None and k.new_us is not None),
              sum(1 for k in rows if k.base_us is None), sum(1 for k in rows if k.new_us is None))
     return tuple(rows[:KERNELS_LISTED]), tuple(classes), names
-
-
-def finding_key(finding: Finding) -> tuple:
-    """What matches a finding of BASE with one of NEW (module docstring)."""
-    loc = finding.location
-    if isinstance(loc, TraceLocation):
-        src = loc.source
-        where = (Path(src.path).name, src.line) if src is not None else None
-        return (finding.code, where, loc.event)
-    return (finding.code, Path(finding.path).name, finding.message)
-
-
-def _finding_changes(base: tuple[Finding, ...], new: tuple[Finding, ...]):
-    base_keys = {finding_key(f) for f in base}
-    new_keys = {finding_key(f) for f in new}
-    return (tuple(f for f in new if finding_key(f) not in base_keys),
-            tuple(f for f in base if finding_key(f) not in new_keys))
 
 
 def _crossed(base: dict, new: dict, thresholds: dict) -> Iterable[str]:
@@ -503,20 +607,39 @@ CAUSES = (
 )
 
 
-def summarize(base: Side, new: Side, step: StepChange, classes: tuple[KernelChange, ...],
-              new_findings: tuple[Finding, ...], fixed: tuple[Finding, ...]) -> str:
-    """One line: the step change, then what explains it (module docstring)."""
+def summarize(base: Side, new: Side, step: Change, classes: tuple[KernelChange, ...],
+              new_findings: tuple[Finding, ...], fixed: tuple[Finding, ...], *, gate: Gate | None = None,
+              gpu: Change | None = None) -> str:
+    """One line: the new findings that fail the gate, the change of the gate's measure, then what explains it
+    (module docstring)."""
+    gate = gate or Gate()
+    blocking = gate.blocking if gate.fail_on_new_findings else ()
+    lead = ""
+    if blocking:
+        more = f" (+{len(blocking) - 2} more)" if len(blocking) > 2 else ""
+        lead = (f"new finding{'s' if len(blocking) > 1 else ''}: "
+                f"{', '.join(finding_words(f) for f in blocking[:2])}{more}; ")
+    return lead + _timing(base, new, step, classes, [f for f in new_findings if f not in blocking], fixed, gate, gpu)
+
+
+def _timing(base: Side, new: Side, step: Change, classes, new_findings, fixed, gate: Gate, gpu: Change | None) -> str:
     if step.change_pct is None:
         return f"step time {_ms(step.base_ms)} → {_ms(step.new_ms)}: no change can be measured"
+    if step.change_pct == 0 and base.step_us == new.step_us:
+        return f"no change: step time {_ms(step.base_ms)} in both"
     head = f"{step.change_pct:+.1f}% step time ({_ms(step.base_ms)} → {_ms(step.new_ms)}"
+    timed = step
+    if gate.measure == GPU_TIME and gpu is not None and gpu.change_pct is not None:
+        timed = gpu
+        head += f"; GPU time per step {gpu.change_pct:+.1f}%"
     if base.verdict != new.verdict:
         head += f"; {base.verdict} → {new.verdict}"
     head += ")"
-    noise = step.noise_pct
-    if step.change_pct == 0 and base.step_us == new.step_us:
-        return f"no change: step time {_ms(step.base_ms)} in both"
-    if noise is not None and abs(step.change_pct) <= max(noise, _MIN_MOVE_PCT):
+    noise = timed.noise_pct
+    if noise is not None and abs(timed.change_pct) <= noise:
         return f"{head}: within the noise (±{noise:.1f}%)"
+    if abs(timed.change_pct) < _MIN_MOVE_PCT:
+        return f"{head}: under {_MIN_MOVE_PCT:g}%, no change worth a cause"
     sign = 1 if step.change_pct > 0 else -1
     delta_step_us = abs(step.new_ms - step.base_ms) * 1000
     steps = (_steps(base), _steps(new))
@@ -543,8 +666,6 @@ def summarize(base: Side, new: Side, step: StepChange, classes: tuple[KernelChan
                                  and f.location.event else "") for f in new_findings[:2]]
              + [f"fixed {f.code}" for f in fixed[:2]])
     tail = "; ".join(filter(None, [", ".join(clauses), ", ".join(codes)]))
-    if noise is None:
-        head += " (noise unknown: one step per trace)"
     return f"{head}: {tail}" if tail else f"{head}: no single cause stands out (see the metrics)"
 
 
@@ -598,6 +719,6 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else format_seconds(value / 1e3)
 
 
-__all__ = ["CAUSES", "DiffReport", "KernelChange", "MetricChange", "Side", "StepChange", "TraceDiff", "compare",
-           "diff_traces", "finding_key", "measure", "side_of", "step_change", "summarize"]
-
+__all__ = ["CAUSES", "Change", "DiffReport", "Gate", "KernelChange", "MetricChange", "Side", "StepChange", "TraceDiff",
+           "compare", "diff_traces", "finding_key", "measure", "measure_runs", "pool", "side_of", "step_change",
+           "summarize"]

@@ -16,12 +16,16 @@ def diff_block(diff: dict) -> str:
     from tabulate import tabulate
 
     rank = f" (rank {diff['rank']})" if diff["rank"] is not None else ""
-    lines = [f"tracelint diff {diff['base']} → {diff['new']}{rank}", diff["summary"], f"gate: {diff_gate_line(diff)}"]
+    lines = [f"tracelint diff {diff_side(diff, 'base')} → {diff_side(diff, 'new')}{rank}", diff["summary"],
+             f"gate: {diff_gate_line(diff)}"]
     lines.extend(f"  crossed {c}" for c in diff["gate"]["thresholds_crossed"])
-    step, verdict = diff["step_ms"], diff["verdict"]
-    lines += ["", f"  step time  {_diff_ms(step['base'])} → {_diff_ms(step['new'])}  "
-                  f"{_signed_pct(step['change_pct'])}  {diff_noise_words(diff)}",
-              f"  verdict    {verdict['base']} → {verdict['new']}"]
+    verdict = diff["verdict"]
+    lines += [""]
+    for label, block in diff_measures(diff):
+        gated = "  [gate]" if block is diff_measure(diff) else ""
+        lines.append(f"  {label:<9}  {_diff_ms(block['base'])} → {_diff_ms(block['new'])}  "
+                     f"{_signed_pct(block['change_pct'])}  {diff_noise_words(diff, block)}{gated}")
+    lines.append(f"  verdict    {verdict['base']} → {verdict['new']}")
     moved = [m for m in diff["metrics"] if m["moved"]]
     if moved:
         rows = [(m["name"], format_metric(m["name"], m["base"]), format_metric(m["name"], m["new"]),
@@ -48,38 +52,84 @@ def diff_block(diff: dict) -> str:
     return "\n".join(lines)
 
 
+def diff_side(diff: dict, side: str) -> str:
+    """A side's first trace, and how many runs it has when several: ``main/1/train.pt.trace.json.gz (+2 runs)``."""
+    more = len(diff["runs"][side]) - 1
+    return diff[side] + (f" (+{more} run{'s' if more > 1 else ''})" if more > 0 else "")
+
+
 def diff_gate_line(diff: dict) -> str:
-    """``REGRESSION: 34.4% slower, over the 5% limit and the ±8.9% noise`` or ``ok: ...``."""
-    step, gate = diff["step_ms"], diff["gate"]
-    change, noise, limit = step["change_pct"], step["noise_pct"], gate["max_regression_pct"]
+    """``REGRESSION: new finding TL101 item-in-loop at train.py:54; 34.4% slower, within the 100% limit`` or
+    ``ok: ...``: the new findings that fail it first, then the gate's measure against the limit and its noise."""
+    gate = diff["gate"]
+    measure = diff_measure(diff)
+    change, noise, limit = measure["change_pct"], measure["noise_pct"], gate["max_regression_pct"]
+    what = "GPU time per step " if gate["measure"] == "gpu_time" else ""
     if change is None:
         words = "the step time cannot be compared"
     elif change <= 0:
-        words = f"{abs(change):.1f}% faster" if change else "same step time"
+        words = f"{what}{abs(change):.1f}% faster" if change else f"same {what or 'step time'}".rstrip()
     else:
         over_noise = noise is None or change > noise
+        band = "(noise unknown)" if noise is None else f"and the ±{noise:.1f}% {_noise_name(measure)}"
         if change > limit and over_noise:
-            band = "(noise unknown)" if noise is None else f"and the ±{noise:.1f}% noise"
-            words = f"{change:.1f}% slower, over the {limit:g}% limit {band}"
+            words = f"{what}{change:.1f}% slower, over the {limit:g}% limit {band}"
         elif change > limit:
-            words = f"{change:.1f}% slower, over the {limit:g}% limit but within the ±{noise:.1f}% noise"
+            words = f"{what}{change:.1f}% slower, over the {limit:g}% limit but within the ±{noise:.1f}% " \
+                    f"{_noise_name(measure)}"
         else:
-            words = f"{change:.1f}% slower, within the {limit:g}% limit"
-    if diff["gate"]["thresholds_crossed"]:
-        n = len(diff["gate"]["thresholds_crossed"])
+            words = f"{what}{change:.1f}% slower, within the {limit:g}% limit"
+    found = gate["new_findings"]
+    if found:
+        listed = ", ".join(found[:2]) + (f" (+{len(found) - 2} more)" if len(found) > 2 else "")
+        head = f"new finding{'s' if len(found) > 1 else ''} {listed}"
+        words = f"{head}; {words}" if gate["fail_on_new_findings"] else \
+            f"{words}; {head} (not gated: fail-on-new-findings is off)"
+    if gate["thresholds_crossed"]:
+        n = len(gate["thresholds_crossed"])
         words += f"; {n} threshold{'s' if n > 1 else ''} crossed"
     return ("REGRESSION: " if diff["regression"] else "ok: ") + words
 
 
-def diff_noise_words(diff: dict) -> str:
-    """``noise ±8.9% (95% band from 3 and 3 steps)``, saying when few steps make the band wide."""
-    steps, noise = diff["steps"], diff["step_ms"]["noise_pct"]
+def diff_measures(diff: dict) -> list[tuple[str, dict]]:
+    """(label, block) of each timing measure a diff has: step time, and GPU time per step when both sides
+    have profiled steps."""
+    out = [("step time", diff["step_ms"])]
+    if diff.get("gpu_ms"):
+        out.append(("GPU time", diff["gpu_ms"]))
+    return out
+
+
+def diff_measure(diff: dict) -> dict:
+    """The block (``step_ms`` or ``gpu_ms``) of the measure the timing gate compared."""
+    return diff["gpu_ms"] if diff["gate"]["measure"] == "gpu_time" and diff["gpu_ms"] else diff["step_ms"]
+
+
+def _noise_name(measure: dict) -> str:
+    return {"runs": "run-to-run noise", "floor": "noise floor"}.get(measure["noise_source"], "noise")
+
+
+def diff_noise_words(diff: dict, measure: dict | None = None) -> str:
+    """Where a measure's noise comes from: ``noise ±3.1% (95% band of 3 and 3 runs' means)``, ``noise ±2.0%
+    (95% band from 12 and 12 steps)`` or ``noise ±10.0% (noise floor: one trace a side, and its 3 and 3 steps are
+    too few for their ±8.9% spread band to be trusted)``."""
+    m = measure or diff["step_ms"]
+    steps, runs, noise = diff["steps"], diff["runs"], m["noise_pct"]
     if noise is None:
-        return f"noise unknown ({steps['base']} and {steps['new']} steps: a spread needs two)"
-    text = f"noise ±{noise:.1f}% (95% band from {steps['base']} and {steps['new']} steps"
-    if steps["few"]:
-        text += ": few steps, a wide band"
-    return text + ")"
+        return "noise unknown"
+    text = f"noise ±{noise:.1f}% "
+    if m["noise_source"] == "runs":
+        return text + f"(95% band of {len(runs['base'])} and {len(runs['new'])} runs' means)"
+    if m["noise_source"] == "steps":
+        return text + f"(95% band from {steps['base']} and {steps['new']} steps)"
+    band = m["band_pct"]
+    if band is None:
+        why = f"{steps['base']} and {steps['new']} steps have no spread"
+    elif steps["few"]:
+        why = f"{steps['base']} and {steps['new']} steps are too few for their ±{band:.1f}% band to be trusted"
+    else:
+        why = f"the ±{band:.1f}% band of its steps misses run-to-run noise"
+    return text + f"(noise floor: one trace a side, and {why})"
 
 
 def diff_delta(key: str, delta: float | None) -> str:

@@ -34,7 +34,7 @@ from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
 from tracelint.engine.result import RunResult, TraceSummary
 from tracelint.engine.sourcelines import source_line
 from tracelint.render._common import is_rank_summary, verdict_line
-from tracelint.render._diff import diff_delta, diff_gate_line, diff_noise_words
+from tracelint.render._diff import diff_delta, diff_gate_line, diff_measures, diff_noise_words, diff_side
 from tracelint.render._page import (
     COLORS,
     MAX_CHART_BUCKETS,
@@ -506,8 +506,9 @@ def _diff_section(page: Page, d: dict) -> str:
     bad = " regression" if d["regression"] else ""
     out = [f"<section class='verdict{bad}'><div class='verdict-word'>{'regression' if d['regression'] else 'ok'}"
            f"</div><p>{h(d['summary'])}</p><p class='gate'>gate: {h(diff_gate_line(d))}</p></section>",
-           f"<section class='card'><h2>{h(d['base'])} → {h(d['new'])}{h(rank)}</h2>",
-           f"<p class='evidence'>verdict {h(verdict['base'])} → {h(verdict['new'])}; {h(diff_noise_words(d))}</p>"]
+           f"<section class='card'><h2>{h(diff_side(d, 'base'))} → {h(diff_side(d, 'new'))}{h(rank)}</h2>",
+           f"<p class='evidence'>verdict {h(verdict['base'])} → {h(verdict['new'])}; "
+           f"{'; '.join(h(f'{label} {diff_noise_words(d, block)}') for label, block in diff_measures(d))}</p>"]
     steps = page.chart({
         "title": chart_title("Step time", f"{_signed(step['change_pct'])}; {diff_noise_words(d)}"),
         "tooltip": {"trigger": "axis"}, "grid": {"left": 60, "right": 20, "top": 70, "bottom": 30},

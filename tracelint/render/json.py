@@ -121,10 +121,12 @@ A ``tracelint diff BASE NEW`` report is a document of its own (the numbers are d
       "version": 1,
       "diffs": [{                      # one per pair: two traces, or one rank of two job folders
         "base": str, "new": str, "rank": int | null,
-        "step_ms": {"base": float, "new": float, "change_pct": float,
-                    "noise_pct": float | null},        # 95% band of the change; null: one step per trace
-        "steps": {"base": int, "new": int,             # profiled steps the step times are the mean of
-                  "few": bool},                        # under 5 on a side: the noise band is wide
+        "runs": {"base": [str], "new": [str]},         # the traces of each side (several: runs of one config)
+        "step_ms": measure,            # step time, as below
+        "gpu_ms": measure | null,      # GPU time per step (kernels, copies, memsets launched in the step, NCCL left
+                                       # out); null: a side without ProfilerStep
+        "steps": {"base": int, "new": int,             # profiled steps per trace the means are over
+                  "few": bool},                        # under 5 on a side: the per-step band is not trusted
         "verdict": {"base": str, "new": str},
         "metrics": [{"name": str, "base": any, "new": any, "delta": float | null, "delta_pct": float | null,
                      "moved": bool}],  # every metric of both traces; moved: beyond the noise
@@ -133,13 +135,27 @@ A ``tracelint diff BASE NEW`` report is a document of its own (the numbers are d
         "kernel_classes": [{"name": str, "class": str, "base_us_per_step": float | null,
                             "new_us_per_step": float | null, "delta_us_per_step": float}],
         "kernel_names": {"both": int, "appeared": int, "vanished": int},
-        "findings": {"new": [finding], "fixed": [finding]},   # findings as above, matched without the path
+        "findings": {"new": [finding], "fixed": [finding]},   # findings as above, matched by rule and place
         "regression": bool,            # the gate failed for this pair (exit code 1)
-        "gate": {"max_regression_pct": float, "thresholds_crossed": [str]},
-        "summary": str                 # the change and its causes in one line
+        "gate": {
+          "max_regression_pct": float,
+          "measure": "step_time" | "gpu_time",         # gpu_time when both verdicts are gpu-bound
+          "slower": bool,              # that measure is over the limit and over its noise
+          "thresholds_crossed": [str],
+          "fail_on_new_findings": bool, "fail_on": "info" | "warning" | "error",
+          "new_findings": [str]        # NEW's new findings at fail_on or above, "TL101 item-in-loop at train.py:54";
+                                       # they fail the gate when fail_on_new_findings
+        },
+        "summary": str                 # the failing new findings, the change and its causes in one line
       }],
       "errors": [{"path": str, "message": str, "line": int | null}]
     }
+
+where a ``measure`` is ``{"base": float, "new": float (ms, means), "change_pct": float | null, "noise_pct": float |
+null, "noise_source": "runs" | "steps" | "floor" | null, "band_pct": float | null}``: ``noise_pct`` is what the
+gate holds the change against, from several runs' means ("runs"), the per-step band of one trace a side ("steps",
+5 steps or more and wider than the floor) or ``noise-floor-pct`` ("floor"); ``band_pct`` is the per-step 95 % band
+(one trace a side; null with several runs or under three steps in all).
 """
 from __future__ import annotations
 

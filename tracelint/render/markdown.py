@@ -21,7 +21,15 @@ from tracelint.engine.finding import SourceLocation, TraceLocation
 from tracelint.engine.location import trace_context
 from tracelint.engine.result import RunResult
 from tracelint.render._common import measured_message, verdict_line
-from tracelint.render._diff import DIFF_KERNELS_SHOWN, diff_delta, diff_gate_line, diff_noise_words
+from tracelint.render._diff import (
+    DIFF_KERNELS_SHOWN,
+    diff_delta,
+    diff_gate_line,
+    diff_measure,
+    diff_measures,
+    diff_noise_words,
+    diff_side,
+)
 from tracelint.render.text import count_line, ordered_metrics
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~#!])")
@@ -53,15 +61,17 @@ def render(result: RunResult) -> str:
 # --- tracelint diff ----------------------------------------------------------------------------------------------
 
 def _diff(d: dict) -> str:
-    step, verdict = d["step_ms"], d["verdict"]
+    verdict = d["verdict"]
     rank = f" (rank {d['rank']})" if d["rank"] is not None else ""
     mark = ":x:" if d["regression"] else ":white_check_mark:"
-    lines = [f"### tracelint diff: {md(d['base'])} → {md(d['new'])}{rank}", "", f"**{md(d['summary'])}**", "",
-             f"{mark} {md(diff_gate_line(d))}"]
+    lines = [f"### tracelint diff: {md(diff_side(d, 'base'))} → {md(diff_side(d, 'new'))}{rank}", "",
+             f"**{md(d['summary'])}**", "", f"{mark} {md(diff_gate_line(d))}"]
     lines.extend(f"- crossed {md(c)}" for c in d["gate"]["thresholds_crossed"])
-    rows = [("step time", _ms(step["base"]), _ms(step["new"]),
-             f"{step['change_pct']:+.1f}%" if step["change_pct"] is not None else "n/a", md(diff_noise_words(d))),
-            ("verdict", md(verdict["base"]), md(verdict["new"]), "", "")]
+    gated = diff_measure(d)
+    rows = [(label + (" (gate)" if block is gated else ""), _ms(block["base"]), _ms(block["new"]),
+             f"{block['change_pct']:+.1f}%" if block["change_pct"] is not None else "n/a",
+             md(diff_noise_words(d, block))) for label, block in diff_measures(d)]
+    rows.append(("verdict", md(verdict["base"]), md(verdict["new"]), "", ""))
     rows += [(f"{md(m['name'])}", md(format_metric(m["name"], m["base"])), md(format_metric(m["name"], m["new"])),
               md(diff_delta(m["name"], m["delta"])),
               f"{m['delta_pct']:+.1f}%" if m["delta_pct"] is not None else "")

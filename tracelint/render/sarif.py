@@ -1,13 +1,23 @@
 """SARIF 2.1.0 (``--format sarif``), shaped for GitHub code scanning (``github/codeql-action/upload-sarif``).
 
-What GitHub requires, and where it comes from here:
+What GitHub requires, and where it comes from here (tests/render/test_sarif.py checks each, and the log against
+the OASIS schema vendored in tests/data/sarif):
 - ``$schema``, ``version`` "2.1.0", one run with ``tool.driver.name``, ``version`` and ``rules``;
 - each rule: ``id``, ``name``, ``shortDescription``, ``fullDescription``, ``help`` (markdown: the catalog
-  file; text: its summary), ``defaultConfiguration.level`` and ``properties`` (tags, ``problem.severity``);
-- each result: ``ruleId``, ``ruleIndex`` (into ``rules``), ``level``, ``message.text``, ``partialFingerprints`` and
-  exactly one location: ``physicalLocation.artifactLocation.uri`` (relative to the working directory, forward
-  slashes, percent-encoded: a file name's bytes that are not UTF-8 as themselves, ``bad%FF.py``) and
-  ``region.startLine`` (≥ 1), with 1-based columns where the span is known.
+  file; text: its summary), ``defaultConfiguration.level`` and ``properties`` (tags, at most 20, and
+  ``problem.severity``). No ``helpUri`` (the help is inline), no ``precision`` or ``security-severity`` (a
+  performance finding has no security severity, and the rules state no measured precision);
+- each result: ``ruleId``, ``ruleIndex`` (into ``rules``), ``level``, ``message.text``, exactly one location:
+  ``physicalLocation.artifactLocation`` with ``uri`` relative to the working directory (forward slashes,
+  percent-encoded: a file name's bytes that are not UTF-8 as themselves, ``bad%FF.py``) and ``uriBaseId``
+  ``%SRCROOT%``, which ``run.originalUriBaseIds`` maps to that directory (a path outside it is a ``file:`` URI
+  without a base), and ``region.startLine`` (≥ 1), with 1-based columns where the span is known;
+- ``partialFingerprints``: ``primaryLocationLineHash`` (what GitHub matches alerts by across runs) and
+  ``tracelintFingerprint/v2``, both the hash of the rule, the file, the flagged line's normalized text and the
+  occurrence of that line in the file (``line_fingerprints``): an alert survives code moving above it, and a
+  trace finding's alert survives its new numbers and its trace file's new name on the next run;
+- limits: at most 25,000 results a run and 10 MB a file. Over either, the log keeps the results of the highest
+  severity (in report order) and says in a warning notification how many it left out (``render``).
 
 GitHub rejects a result without a location, and a trace finding is not a place in a source file. So a trace
 finding is pinned to the source line its Python stack gives when the trace has one (``with_stack=True``), and
@@ -30,6 +40,10 @@ tracelint.engine.escape).
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import quote
@@ -38,8 +52,9 @@ from tracelint.engine.catalog import RuleDoc, catalog
 from tracelint.engine.display import report_path
 from tracelint.engine.escape import terminal, utf8_bytes, valid_unicode
 from tracelint.engine.finding import Finding, Severity, TraceLocation
-from tracelint.engine.records import evidence_dict, trace_fields
+from tracelint.engine.records import baseline_dict, evidence_dict, trace_fields
 from tracelint.engine.result import InputError, RunResult
+from tracelint.engine.sourcelines import source_line
 from tracelint.engine.version import __version__
 from tracelint.render._common import (
     Anchor,
@@ -48,18 +63,59 @@ from tracelint.render._common import (
     dumps,
     is_line,
     trace_summary_dict,
-    unique_fingerprints,
 )
 
+_DIGITS = re.compile(r"\d+")
+
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+SRCROOT = "%SRCROOT%"  # the uriBaseId of every relative artifact URI: the working directory tracelint ran in
 LEVEL = {Severity.INFO: "note", Severity.WARNING: "warning", Severity.ERROR: "error"}
+LEVELS = ("none", "note", "warning", "error")  # SARIF's levels, lowest first
 # GitHub's own severity vocabulary for non-security results (shown in the code scanning UI).
 PROBLEM_SEVERITY = {Severity.INFO: "recommendation", Severity.WARNING: "warning", Severity.ERROR: "error"}
-FINGERPRINT_KEY = "tracelintFingerprint/v1"
+FINGERPRINT_KEY = "tracelintFingerprint/v2"
+LINE_HASH_KEY = "primaryLocationLineHash"  # the key GitHub matches alerts by (it computes one where it is absent)
+# GitHub code scanning rejects a run of more than 25,000 results and an upload over 10 MB (gzip-compressed; the
+# document is held to 10 MB before compression, which also keeps it under the compressed limit).
+MAX_RESULTS = 25_000
+MAX_BYTES = 10 * 1024 * 1024
 
 
 def render(result: RunResult) -> str:
-    return dumps(document(result)) + "\n"
+    """The SARIF log, within GitHub's limits: over MAX_RESULTS results, or over MAX_BYTES (written compact first),
+    the highest-severity results are kept, in report order, and a warning notification says how many were left
+    out."""
+    doc = document(result)
+    results = doc["runs"][0]["results"]
+    text = dumps(doc) + "\n"
+    if len(results) <= MAX_RESULTS and len(text.encode("utf-8")) <= MAX_BYTES:
+        return text
+    text = dumps(doc, indent=False) + "\n"
+    if len(results) <= MAX_RESULTS and len(text.encode("utf-8")) <= MAX_BYTES:
+        return text
+    order = sorted(range(len(results)), key=lambda i: (-LEVELS.index(results[i]["level"]), i))
+
+    def cut(keep: int) -> str:
+        kept = sorted(order[:keep])
+        run = {**doc["runs"][0], "results": [results[i] for i in kept]}
+        left = len(results) - keep
+        note = {"level": "warning", "message": {"text": (
+            f"{left} of {len(results)} results left out: GitHub code scanning takes at most {MAX_RESULTS:,} results "
+            f"a run and {MAX_BYTES // 2**20} MB a file; the {keep} of the highest severity are here "
+            "(--format json lists them all)")}}
+        invocation = dict(run["invocations"][0])
+        invocation["toolExecutionNotifications"] = [*invocation["toolExecutionNotifications"], note]
+        run["invocations"] = [invocation]
+        return dumps({**doc, "runs": [run]}, indent=False) + "\n"
+
+    lo, hi = 0, min(len(results), MAX_RESULTS)  # the most results that fit: cut(lo) fits (or nothing does)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(cut(mid).encode("utf-8")) <= MAX_BYTES:
+            lo = mid
+        else:
+            hi = mid - 1
+    return cut(lo)
 
 
 def document(result: RunResult) -> dict:
@@ -67,7 +123,7 @@ def document(result: RunResult) -> dict:
     # Every catalog rule, plus any code a finding carries that the catalog lacks, so every ruleIndex resolves.
     codes = sorted(set(docs) | {f.code for f in result.findings})
     index = {code: i for i, code in enumerate(codes)}
-    fingerprints = unique_fingerprints(result.findings)
+    fingerprints = line_fingerprints(result.findings)
     run = {
         "tool": {"driver": {
             "name": "tracelint",
@@ -77,6 +133,8 @@ def document(result: RunResult) -> dict:
         }},
         "invocations": [_invocation(result.errors)],
         "results": [_result(f, index[f.code], fp) for f, fp in zip(result.findings, fingerprints, strict=True)],
+        "originalUriBaseIds": {SRCROOT: {"uri": _directory_uri(os.getcwd()),
+                                         "description": {"text": "The working directory tracelint ran in."}}},
         "columnKind": "unicodeCodePoints",
         "properties": {"traces": [trace_summary_dict(s) for s in result.traces]},
     }
@@ -84,6 +142,10 @@ def document(result: RunResult) -> dict:
         run["properties"]["verify"] = result.verifications
     if result.run is not None:
         run["properties"]["run"] = result.run
+    if result.diffs is not None:  # `tracelint diff`: the results are NEW's new findings, the pairs ride along
+        run["properties"]["diffs"] = result.diffs
+    if result.baseline is not None:
+        run["properties"]["baseline"] = baseline_dict(result.baseline)
     return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
@@ -120,7 +182,7 @@ def _result(finding: Finding, rule_index: int, fingerprint: str) -> dict:
         "level": LEVEL[finding.severity],
         "message": {"text": terminal(_message(finding, at.where))},
         "locations": [{"physicalLocation": _physical(at)}],
-        "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
+        "partialFingerprints": {FINGERPRINT_KEY: fingerprint, LINE_HASH_KEY: fingerprint},
     }
     properties: dict = {}
     if isinstance(finding.location, TraceLocation):
@@ -147,7 +209,61 @@ def _physical(at: Anchor) -> dict:
         region["endLine"] = at.end_line or at.line
         if at.end_column is not None:
             region["endColumn"] = at.end_column
-    return {"artifactLocation": {"uri": artifact_uri(at.path)}, "region": region}
+    return {"artifactLocation": artifact_location(at.path), "region": region}
+
+
+def artifact_location(path: str) -> dict:
+    """``{"uri": "src/train.py", "uriBaseId": "%SRCROOT%"}`` for a path inside the working directory (GitHub
+    resolves it against the checkout); ``{"uri": "file:///elsewhere/x.py"}`` for one outside it."""
+    uri = artifact_uri(path)
+    return {"uri": uri} if uri.startswith("file:") else {"uri": uri, "uriBaseId": SRCROOT}
+
+
+def _directory_uri(path: str) -> str:
+    """A folder's absolute file: URI, with the trailing slash SARIF requires of a base URI."""
+    uri = artifact_uri(path)
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def line_fingerprints(findings: list[Finding]) -> list[str]:
+    """Each result's ``partialFingerprints`` value, stable when lines move and across runs: the hash of the rule,
+    the file (relative to the working directory), the flagged line's text with its whitespace collapsed, and the
+    occurrence of that triple in file order (a second identical ``loss.item()`` line is occurrence 1). A trace
+    finding stands for the source line its stack gives (its text where the file is here, else ``line N``), or
+    without a stack for its event name with digit runs as ``N``; the trace file's own name, which changes from run
+    to run, is not part of it. Never the message: a trace finding's carries measured numbers."""
+    order = sorted(range(len(findings)), key=lambda i: findings[i].sort_key())
+    seen: Counter = Counter()
+    out = [""] * len(findings)
+    files: dict[str, list[str] | None] = {}  # each file read once, however many findings point into it
+    for i in order:
+        f = findings[i]
+        key = (f.code, *_place(f, files))
+        n = seen[key]
+        seen[key] += 1
+        out[i] = hashlib.sha256("\0".join((*key, str(n))).encode("utf-8", "backslashreplace")).hexdigest()[:32]
+    return out
+
+
+def _place(finding: Finding, files: dict[str, list[str] | None]) -> tuple[str, str]:
+    """(file, normalized line text) of a finding's fingerprint."""
+    src = finding.source
+    if src is None:
+        event = finding.location.event if isinstance(finding.location, TraceLocation) else None
+        return "", _DIGITS.sub("N", event or "")
+    text = None
+    if src.cell is not None:
+        text = source_line(src.path, src.line, src.cell)
+    elif is_line(src.line):
+        if src.path not in files:
+            try:  # text mode: \r\n and \r end lines as they do for source_line and the linter
+                with open(src.path, encoding="utf-8", errors="replace") as file:
+                    files[src.path] = file.read().split("\n")
+            except OSError:
+                files[src.path] = None
+        lines = files[src.path]
+        text = lines[src.line - 1] if lines is not None and 0 < src.line <= len(lines) else None
+    return report_path(src.path), " ".join(text.split()) if text is not None else f"line {src.line}"
 
 
 @lru_cache(maxsize=4096)
@@ -165,7 +281,7 @@ def artifact_uri(path: str) -> str:
 def _invocation(errors: list[InputError]) -> dict:
     notes = []
     for error in errors:
-        location: dict = {"artifactLocation": {"uri": artifact_uri(report_path(error.path))}}
+        location: dict = {"artifactLocation": artifact_location(report_path(error.path))}
         if error.line and is_line(error.line) and error.line >= 1:
             location["region"] = {"startLine": error.line}
         notes.append({"level": "error", "message": {"text": terminal(error.message)},
