@@ -145,6 +145,10 @@ def _steppy_loop(loop: ast.AST) -> bool:
     body that names loaders, batches, steps, iterations, epochs or data, or calls backward/step."""
     if isinstance(loop, ast.While) and isinstance(loop.test, ast.Constant) and loop.test.value:
         return True
+    if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):  # a comprehension: its iterables' names
+        names = [n.id if isinstance(n, ast.Name) else n.attr for gen in loop.generators  # type: ignore[attr-defined]
+                 for n in ast.walk(gen.iter) if isinstance(n, (ast.Name, ast.Attribute))]
+        return any(word in name.lower() for name in names for word in _STEP_TEXT)
     header = loop.test if isinstance(loop, ast.While) else loop.iter  # type: ignore[attr-defined]
     names = [n.id for n in ast.walk(header) if isinstance(n, ast.Name)] + \
             [n.attr for n in ast.walk(header) if isinstance(n, ast.Attribute)]
@@ -216,7 +220,9 @@ class _Screen:
         self.values: dict[ast.AST, dict[str, list[ast.expr]]] = {}  # scope -> name -> assigned values
         self.torch = False
         self.called: set[str] = set()           # the last names of every callee (the call:NAME kinds)
-        self.loop_calls: set[str] = set()       # callee names (as written) called inside a loop (pass 1)
+        self.loop_calls: list[tuple[str, tuple[ast.AST, ...]]] = []  # (callee name as written, the loops of its
+                                                # function it is called in, outermost first) (pass 1)
+        self.hot_loops: set[ast.AST] = set()    # loops that may run per step, or run inside one (pass 1)
         self.calls_in: dict[str, set[str]] = {}  # def name -> callee names called in its body (pass 1)
         self.hot_functions: set[str] = set()    # defs that may run per step (pass 1, see _collect)
         self.depth = 0                          # the depth of the tree
@@ -251,10 +257,12 @@ class _Screen:
     def _collect(self, node: ast.AST, scope: ast.AST, assigned: dict[str, int], candidates: dict[str, str]) -> None:
         # in_loop: inside a loop or comprehension of the same function (or of the lambda's function); fn: the name of
         # the enclosing def (None at module level)
-        work: list[tuple[ast.AST, ast.AST, int, bool, str | None]] = [(node, scope, 1, False, None)]
+        # loops: the loops of the same function (or of the lambda's function) around the node, outermost first
+        work: list[tuple[ast.AST, ast.AST, int, tuple[ast.AST, ...], str | None]] = [(node, scope, 1, (), None)]
         deepest = 0
+        all_loops: list[tuple[ast.AST, tuple[ast.AST, ...]]] = []
         while work:
-            node, scope, depth, in_loop, fn = work.pop()
+            node, scope, depth, loops, fn = work.pop()
             if depth > deepest:
                 deepest = depth
             if isinstance(node, ast.Import):
@@ -295,8 +303,8 @@ class _Screen:
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
                 if name is not None:
-                    if in_loop:
-                        self.loop_calls.add(name)
+                    if loops:
+                        self.loop_calls.append((name, loops))
                     if fn is not None:
                         self.calls_in.setdefault(fn, set()).add(name)
             elif isinstance(node, ast.ExceptHandler) and node.name:
@@ -312,22 +320,50 @@ class _Screen:
                         self.bound.add(name.id)
             inner = node if isinstance(node, _SCOPES) else scope
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                in_loop, fn = False, node.name
+                loops, fn = (), node.name
             elif isinstance(node, ast.ClassDef):
-                in_loop, fn = False, None
+                loops, fn = (), None
             elif isinstance(node, _LOOPS):
-                in_loop = True
-            work.extend((child, inner, depth + 1, in_loop, fn) for child in ast.iter_child_nodes(node))
+                all_loops.append((node, loops))
+                loops = (*loops, node)
+            work.extend((child, inner, depth + 1, loops, fn) for child in ast.iter_child_nodes(node))
         self.depth = deepest
-        # The functions that may run per step: called in a loop or a step hook, or from such a function (by name).
+        self.hot_loops = self._hot_loops(all_loops)
+        # The functions that may run per step: called in a loop that may be a per-step loop (or inside one) or in a
+        # step hook, or from such a function (by name).
         hot: set[str] = set()
-        frontier = set(STEP_HOOKS) | self.loop_calls
+        frontier = set(STEP_HOOKS) | {name for name, loops in self.loop_calls if loops[-1] in self.hot_loops}
         while frontier:
             name = frontier.pop()
             if name not in hot:
                 hot.add(name)
                 frontier |= self.calls_in.get(name, set()) - hot
         self.hot_functions = hot
+
+    def _hot_loops(self, all_loops: list[tuple[ast.AST, tuple[ast.AST, ...]]]) -> set[ast.AST]:
+        """The loops in which a per-step loop (loops.loop_description, ``_comprehension_loop``) may run its body:
+        a loop that may be one itself (``_steppy_loop``, looser), a loop whose body calls a function of the file
+        that steps the optimizer or calls backward (directly or not: ``for x in items: self.train_one(x)``), and every
+        loop inside such a loop. A model's ``for blk in self.blocks:`` is none of them: the sync kinds found there
+        make no file worth parsing (a function another file calls per step is analysed unscreened: lint.py)."""
+        stepping = {fn for fn, names in self.calls_in.items() if names & {"backward", "step"}}
+        callers: dict[str, set[str]] = {}
+        for fn, names in self.calls_in.items():
+            for name in names:
+                callers.setdefault(name, set()).add(fn)
+        frontier = set(stepping)
+        while frontier:
+            for caller in callers.get(frontier.pop(), ()):
+                if caller not in stepping:
+                    stepping.add(caller)
+                    frontier.add(caller)
+        # a loop calling such a function, and the loops around it (their bodies step through it)
+        calls_stepping = {loop for name, loops in self.loop_calls if name in stepping for loop in loops}
+        hot: set[ast.AST] = set()
+        for loop, outer in sorted(all_loops, key=lambda pair: len(pair[1])):  # outer loops first
+            if any(o in hot for o in outer) or loop in calls_stepping or _steppy_loop(loop):
+                hot.add(loop)
+        return hot
 
     def _torch_module(self, module: str) -> None:
         if module == "torch" or module.startswith("torch."):
@@ -480,7 +516,7 @@ class _Screen:
                     ast_dotted_name(node.iter.func) == "range"  # for i in range(batch_size): x[i] is no training loop
                 if not over_range and isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and _steppy_loop(node):
                     self.steppy = step = True
-                hot = True
+                hot = hot or node in self.hot_loops
                 if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                     loop = node
             if isinstance(node, ast.Call):
