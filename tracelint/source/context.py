@@ -13,7 +13,9 @@ API for rule authors (one ``FileContext`` per file, shared by every rule on that
     ctx.device_from_run       a file of the run with device evidence calls this file's functions
     ctx.graph_collates        names of the run's functions that batch graphs (a collate_fn defined elsewhere)
     ctx.program_precision     in a run of several files: the precision settings (runcalls.TF32, ...) of the
-                              programs the file is part of (runcalls.program_precision); None outside a run
+                              programs the file is part of (runcalls.program_precision); None outside a run, and
+                              in a plain run, where ``ctx.defer_precision`` is set: rules that depend on them add
+                              their code to ``ctx.pending`` and the run settles them (runcalls.settle)
     ctx.stack                 during a traversal: the ancestors of the node being visited (outermost first)
     ctx.qualified_name(expr)  "torch.utils.data.DataLoader" for ``DL``/``tud.DataLoader``/..., resolved through
                               the file's imports and simple aliases (``DL = torch.utils.data.DataLoader``);
@@ -231,7 +233,8 @@ class FileContext:
     def __init__(self, path: str, source: str, module: cst.Module, *,
                  cell_lines: tuple[tuple[int, int], ...] | None = None, entries: dict | None = None,
                  device_from_run: bool = False, graph_collates: frozenset[str] = frozenset(),
-                 program_precision: frozenset[str] | None = None) -> None:
+                 program_precision: frozenset[str] | None = None, own_precision: frozenset[str] | None = None,
+                 defer_precision: bool = False) -> None:
         self.path = path
         # Functions of this file that per-step loops of other files of the run call (callers.py: {"f": Entry}).
         self.entries = entries or {}
@@ -241,6 +244,12 @@ class FileContext:
         self.graph_collates = graph_collates
         # The precision settings of the programs this file is part of (runcalls.program_precision); None: one file.
         self.program_precision = program_precision
+        # The file's own settings when the screen found them on its tree (None: rules.precision reads them), and in
+        # a run whose programs' settings are settled after the analysis (runcalls.settle): the rules whose findings
+        # stand only if the programs agree (``pending``).
+        self.own_precision = own_precision
+        self.defer_precision = defer_precision
+        self.pending: set[str] = set()
         self.source = source
         self.lines = source.splitlines()
         self.module = module

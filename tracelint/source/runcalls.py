@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracelint.source.screen import ast_dotted_name
+from tracelint.source.astnames import ast_dotted_name
 from tracelint.source.vocab import GRAPH_BATCHING
 
 MAX_ROUNDS = 3  # cross-file passes (a helper module's helper in a third file)
@@ -40,6 +40,9 @@ class RunCalls:
     device: bool = False                   # the file shows device evidence itself
     device_calls: frozenset[str] = frozenset()  # with ``device``: the imported functions it calls anywhere
     sync_sites: bool = True                # the screen found host-device sync sites (device evidence matters)
+    precision: frozenset[str] = frozenset()  # the file's own precision settings (precision_settings)
+    imports: tuple[str, ...] = ()          # what it imports (import_targets): how programs connect files
+    pending: frozenset[str] = frozenset()  # TL401/TL404: its findings stand only if its program agrees (settle)
 
 
 # -- resolving the calls of a run -----------------------------------------------------------------------------
@@ -187,13 +190,14 @@ _MATMUL_MODELS = re.compile(r"Transformer|GPT|Bert|BERT|Llama|LLaMA|Attention|Vi
 _LARGE_LINEAR = 2048
 _REDUCED_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16", "torch.float8_e4m3fn",
                              "torch.float8_e5m2"})
+_PRECISION_TEXT = tuple(word.decode() for word in _PRECISION_WORDS)
 _FULL_PRECISION = frozenset({"32", "32-true", "64", "64-true", "no", "fp32", "float32", "highest", "ieee"})
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import[ \t]+\(?[ \t]*(\w+)|import[ \t]+([\w.]+))", re.M)
 
 
 def precision_settings(text: str | bytes) -> frozenset[str]:
-    """The precision settings (TF32, REDUCED, FULL, EXTERNAL) one file makes; empty when it makes none or Python's
-    parser does not take it."""
+    """The precision settings (TF32, REDUCED, FULL, EXTERNAL, MATMUL) one file makes; empty when it makes none or
+    Python's parser does not take it. (The screen finds the same on the tree it already has: ``PrecisionScan``.)"""
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if not any(word in data for word in _PRECISION_WORDS):
         return frozenset()
@@ -201,11 +205,29 @@ def precision_settings(text: str | bytes) -> frozenset[str]:
         tree = ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
-    imports = _imports(tree)
-    found: set[str] = set()
-    if any(name.split(".")[0] == "transformers" for name in imports.values()):
-        found.add(MATMUL)
+    scan = PrecisionScan(_imports(tree))
     for node in ast.walk(tree):
+        scan.visit(node)
+    return frozenset(scan.found)
+
+
+def mentions_precision(text: str) -> bool:
+    """Whether ``text`` may make a precision setting or compute matmuls (else ``precision_settings`` is empty)."""
+    return any(word in text for word in _PRECISION_TEXT)
+
+
+class PrecisionScan:
+    """``precision_settings`` one node at a time, so that a walk of the tree for something else finds them too;
+    ``imports``: {bound name: qualified name} of the file's imports."""
+
+    def __init__(self, imports: dict[str, str]) -> None:
+        self.imports = imports
+        self.found: set[str] = set()
+        if any(name.split(".")[0] == "transformers" for name in imports.values()):
+            self.found.add(MATMUL)
+
+    def visit(self, node: ast.AST) -> None:
+        imports, found = self.imports, self.found
         if isinstance(node, ast.Attribute) and _resolved(node, imports) in _REDUCED_DTYPES:
             found.add(REDUCED)
         elif isinstance(node, ast.ClassDef) and MATMUL not in found and _class_matmul(node, imports):
@@ -220,7 +242,6 @@ def precision_settings(text: str | bytes) -> frozenset[str]:
                     found.add(FULL if value in ("ieee", "highest") else TF32)
         elif isinstance(node, ast.Call):
             found.update(_precision_call(node, imports))
-    return frozenset(found)
 
 
 def _precision_call(call: ast.Call, imports: dict[str, str]) -> set[str]:
@@ -296,26 +317,16 @@ def _needs(data: bytes) -> str | None:
     return None
 
 
-def program_precision(paths: list[Path]) -> dict[Path, frozenset[str]]:
-    """For each file of a run that TL401 or TL404 may report on, the precision settings of the programs it is part
-    of: its own, those of the files it imports (directly or not: a ``setup()`` helper of the project), and those of
-    the files that import it (the entry script sets TF32, then runs the training loop of a module of the project).
-    Imports are resolved to the run's files by module path, as calls are (``resolve``). Only the files connected to
-    such a file are parsed (with ``ast``, in this process, before the run's files are analysed); a file that sets
-    nothing and is connected to no file that does is absent."""
-    texts: dict[Path, bytes] = {}
-    imports: dict[Path, list[str]] = {}
-    for path in paths:
-        try:
-            data = texts[path] = path.read_bytes()
-        except OSError:
-            continue
-        imports[path] = [(module + (b"" if module.endswith(b".") else b".") + name if module else plain)
-                         .decode("ascii", "replace") for module, name, plain in _IMPORT_LINE.findall(data)]
-    needs = {p: need for p, data in texts.items() if (need := _needs(data))}
-    if not needs:
-        return {}
-    needy = list(needs)
+def import_targets(data: bytes) -> tuple[str, ...]:
+    """What a file imports, as ``pkg.utils.setup`` / ``.utils`` / ``pkg.utils`` (matched to the run's files by
+    ``_module_candidates``)."""
+    return tuple((module + (b"" if module.endswith(b".") else b".") + name if module else plain)
+                 .decode("ascii", "replace") for module, name, plain in _IMPORT_LINE.findall(data))
+
+
+def _programs(imports: dict[Path, tuple[str, ...]], asked: list[Path]) -> dict[Path, set[Path]]:
+    """For each file of ``asked``, the files of its programs: itself, those it imports (directly or not) and those
+    that import it (directly or not)."""
     modules = [_Module(p, _parts(p), RunCalls(frozenset({""}))) for p in imports]
     edges: dict[Path, set[Path]] = {}
     for module in modules:
@@ -335,17 +346,58 @@ def program_precision(paths: list[Path]) -> dict[Path, frozenset[str]]:
     for path, seen in below.items():
         for p in seen:
             above.setdefault(p, set()).add(path)
+    return {path: below.get(path, {path}) | above.get(path, set()) for path in asked}
+
+
+def program_precision(paths: list[Path]) -> dict[Path, frozenset[str]]:
+    """For each file of a run that TL401 or TL404 may report on, the precision settings of the programs it is part
+    of: its own, those of the files it imports (directly or not: a ``setup()`` helper of the project), and those of
+    the files that import it (the entry script sets TF32, then runs the training loop of a module of the project).
+    Imports are resolved to the run's files by module path, as calls are (``resolve``). Only the files connected to
+    such a file are parsed (with ``ast``, in this process); a file that sets nothing and is connected to no file that
+    does is absent. A plain run does not call this: each file's settings come back with its analysis (``settle``);
+    ``--fix`` does, as a fix must know before it is written."""
+    texts: dict[Path, bytes] = {}
+    imports: dict[Path, tuple[str, ...]] = {}
+    for path in paths:
+        try:
+            data = texts[path] = path.read_bytes()
+        except OSError:
+            continue
+        imports[path] = import_targets(data)
+    needs = {p: need for p, data in texts.items() if (need := _needs(data))}
+    if not needs:
+        return {}
+    programs = _programs(imports, list(needs))
     # Parse only the files connected to a needy one, and for a file that only asks about settings, only those that
     # name one (a timm model file is connected to most of the package, whose matmuls it does not ask about).
-    full = set().union(*(below[p] | above.get(p, set()) for p in needy if needs[p] == "all"))
-    some = set().union(*(below[p] | above.get(p, set()) for p in needy if needs[p] == "settings")) - full
+    full = set().union(*(programs[p] for p in needs if needs[p] == "all"))
+    some = set().union(*(programs[p] for p in needs if needs[p] == "settings")) - full
     some = {p for p in some if any(word in texts[p] for word in _SETTING_WORDS)}
     settings = {p: found for p in full | some if (found := precision_settings(texts[p]))}
     out: dict[Path, frozenset[str]] = {}
-    for path in needy:
-        found = set().union(*(settings.get(p, ()) for p in below[path] | above.get(path, set())))
+    for path in needs:
+        found = set().union(*(settings.get(p, ()) for p in programs[path]))
         if found:
             out[path] = frozenset(found)
+    return out
+
+
+def settle(calls: dict[Path, RunCalls]) -> dict[Path, frozenset[str]]:
+    """The rules whose findings stand in each file with ``pending`` rules, once its programs' settings are known from
+    the files' own (``RunCalls.precision``, found where each file was parsed): TL401 where the programs compute
+    matmuls and set nothing else, TL404 where they compute in fp16/bf16."""
+    asked = [p for p, c in calls.items() if c.pending]
+    if not asked:
+        return {}
+    programs = _programs({p: c.imports for p, c in calls.items()}, asked)
+    out: dict[Path, frozenset[str]] = {}
+    for path in asked:
+        found = set().union(*(calls[p].precision for p in programs[path] if p in calls))
+        keep = {"TL401"} if found == {MATMUL} else set()
+        if REDUCED in found:
+            keep.add("TL404")
+        out[path] = frozenset(calls[path].pending & keep)
     return out
 
 

@@ -30,6 +30,8 @@ import warnings
 from dataclasses import dataclass
 
 from tracelint.engine.catalog import catalog
+from tracelint.source.astnames import ast_dotted_name
+from tracelint.source.runcalls import PrecisionScan, mentions_precision
 from tracelint.source.vocab import (
     BUILTINS,
     DATA_DEPENDENT,
@@ -110,6 +112,7 @@ class Look:
     too_complex: bool = False
     depth: int = 0
     defines: frozenset[str] = frozenset()  # "f", "C.m": module-level functions and methods (runcalls.RunCalls)
+    precision: frozenset[str] = frozenset()  # runcalls.precision_settings, found on the same tree
 
 
 def parse_quietly(text: str) -> ast.Module:
@@ -128,9 +131,11 @@ def examine(text: str) -> Look:
         return Look(None, too_complex=True)
     except (SyntaxError, ValueError, OverflowError):
         return Look(None)
-    screen = _Screen(tree)
+    screen = _Screen(tree, precision=mentions_precision(text))
     try:
-        return Look(screen.run(), depth=screen.depth, defines=_defines(tree))
+        found = screen.run()
+        precision = frozenset(screen.precision.found) if screen.precision is not None else frozenset()
+        return Look(found, depth=screen.depth, defines=_defines(tree), precision=precision)
     except Exception:  # noqa: BLE001 - RecursionError, or a bug here: then nothing is screened out (always sound)
         return Look(None, depth=screen.depth)
 
@@ -194,25 +199,15 @@ def _element_loop(loop: ast.AST) -> bool:
     return False
 
 
-def ast_dotted_name(expr: ast.expr) -> str | None:
-    """``a.b.c`` for an ``ast`` name or attribute chain, else None (context.dotted_name does the same for libcst)."""
-    parts: list[str] = []
-    while isinstance(expr, ast.Attribute):
-        parts.append(expr.attr)
-        expr = expr.value
-    if not isinstance(expr, ast.Name):
-        return None
-    parts.append(expr.id)
-    return ".".join(reversed(parts))
-
-
 def _is_str(expr: ast.expr) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, str)
 
 
 class _Screen:
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, precision: bool = False) -> None:
         self.tree = tree
+        self.precision: PrecisionScan | None = None  # made after pass 1 (it needs the imports) when ``precision``
+        self.scan_precision = precision
         self.found: set[str] = set()
         self.imports: dict[str, str] = {}       # bound name -> what it imports
         self.aliases: dict[str, str] = {}       # name assigned exactly once to a dotted name -> that name
@@ -237,6 +232,8 @@ class _Screen:
         candidates: dict[str, str] = {}
         self._collect(self.tree, self.tree, assigned, candidates)
         self.aliases = {n: v for n, v in candidates.items() if assigned.get(n) == 1}
+        if self.scan_precision:
+            self.precision = PrecisionScan(self.imports)
         self._walk(self.tree, self.tree, False)
         found = self.found
         found.update(CALL_PREFIX + name for name in self.called)
@@ -498,8 +495,11 @@ class _Screen:
         # a loop
         # (ELEMENT_LOOP: ``for i in range(batch_size)`` in a collate function is no training step)
         work: list[tuple[ast.AST, ast.AST, bool, ast.AST | None, bool]] = [(root, scope, hot, None, hot)]
+        precision = self.precision
         while work:
             node, scope, hot, loop, step = work.pop()
+            if precision is not None:
+                precision.visit(node)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 # a function the file calls may be called per step (callers.py follows the call)
                 scope, hot, loop = node, node.name in self.hot_functions, None
