@@ -16,6 +16,9 @@ API for rule authors (one ``FileContext`` per file, shared by every rule on that
                               programs the file is part of (runcalls.program_precision); None outside a run, and
                               in a plain run, where ``ctx.defer_precision`` is set: rules that depend on them add
                               their code to ``ctx.pending`` and the run settles them (runcalls.settle)
+    ctx.ints(expr) / ctx.device(expr)   constant and device data flow (flow.py): the integers ``expr`` may hold
+                              (None: unknown), and whether it names an accelerator (True), the CPU (False) or
+                              nothing the file binds (None)
     ctx.stack                 during a traversal: the ancestors of the node being visited (outermost first)
     ctx.qualified_name(expr)  "torch.utils.data.DataLoader" for ``DL``/``tud.DataLoader``/..., resolved through
                               the file's imports and simple aliases (``DL = torch.utils.data.DataLoader``);
@@ -248,6 +251,7 @@ class FileContext:
         # a run whose programs' settings are settled after the analysis (runcalls.settle): the rules whose findings
         # stand only if the programs agree (``pending``).
         self.own_precision = own_precision
+        self.ast_tree = None  # Python's ``ast`` of ``source`` when the screen already has it (for ``flow``)
         self.defer_precision = defer_precision
         self.pending: set[str] = set()
         self.source = source
@@ -259,6 +263,41 @@ class FileContext:
         self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self._positions = None
         self._memo: dict[str, object] = {}
+
+    @cached_property
+    def flow(self):
+        """The file's constant and device data flow (flow.Flow on Python's ``ast``; an empty one when Python's own
+        parser rejects what libcst took)."""
+        import ast
+
+        from tracelint.source.flow import Flow
+
+        tree = self.ast_tree
+        if tree is None:
+            from tracelint.source.screen import parse_quietly
+
+            try:
+                tree = parse_quietly(self.source)
+            except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+                tree = ast.Module(body=[], type_ignores=[])
+        return Flow(tree)
+
+    def _flow_node(self, expr: cst.BaseExpression):
+        where = self.position(expr)
+        return self.flow.node_at((where.start.line, where.start.column), (where.end.line, where.end.column))
+
+    def ints(self, expr: cst.BaseExpression) -> frozenset[int] | None:
+        """The integers ``expr`` may hold (flow.Flow.ints), None when unknown."""
+        if isinstance(expr, cst.Integer):
+            value = expr.evaluated_value if expr.value.isdigit() else None
+            return frozenset({value}) if isinstance(value, int) else None
+        node = self._flow_node(expr)
+        return self.flow.ints(node) if node is not None else None
+
+    def device(self, expr: cst.BaseExpression) -> bool | None:
+        """Whether ``expr`` names an accelerator (flow.Flow.device): True, False (the CPU), None (unknown)."""
+        node = self._flow_node(expr)
+        return self.flow.device(node) if node is not None else None
 
     def memo(self, key: str, compute):
         """``compute(self)`` once per file: facts several rules share (loops.facts, the loader facts of TL2xx)."""

@@ -37,7 +37,7 @@ from tracelint.source.document import DocumentError, NotebookDocument, PythonDoc
 from tracelint.source.fix import NotWritten, choose_fixes, write_atomic
 from tracelint.source.limits import calm, hazard
 from tracelint.source.runcalls import Entry, RunCalls, import_targets
-from tracelint.source.screen import PROJECT_CALL, SYNC_KINDS, examine, may_report, parse_quietly, sites
+from tracelint.source.screen import PROJECT_CALL, SYNC_KINDS, Look, examine, may_report, parse_quietly, sites
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -109,11 +109,11 @@ def _syntax_error(text: str, exc) -> _ParseError:
 
 def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[type[SourceRule]],
            config: Config, found: frozenset[str] | None, run: _Run | None = None,
-           own_precision: frozenset[str] | None = None) -> list[Finding]:
+           look: Look | None = None) -> list[Finding]:
     """The findings of ``rules`` on ``doc`` as the user sees them (config applied, suppressed ones dropped);
-    ``found`` is ``screen.sites(doc.text)``, ``own_precision`` the screen's ``Look.precision``. With ``run`` (a run
-    of several files: callers.py), the file's entry points from the other files are used, and what it tells the
-    others is stored in ``run.calls``."""
+    ``found`` is ``screen.sites(doc.text)``, ``look`` the screen's ``Look`` of it (its tree and precision settings).
+    With ``run`` (a run of several files: callers.py), the file's entry points from the other files are used, and
+    what it tells the others is stored in ``run.calls``."""
     active = [cls for cls in rules if cls.wanted(doc.text) and may_report(cls.code, found)]
     if not active and run is None:
         return []
@@ -124,8 +124,11 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     ctx = FileContext(display, doc.text, module, cell_lines=doc.cell_lines, entries=run.entries if run else None,
                       device_from_run=run.on_device if run else False,
                       graph_collates=run.graph_collates if run else frozenset(),
-                      program_precision=run.precision if run else None, own_precision=own_precision,
+                      program_precision=run.precision if run else None,
+                      own_precision=look.precision if look is not None and look.sites is not None else None,
                       defer_precision=run is not None and run.precision is None)
+    if look is not None:
+        ctx.ast_tree = look.tree
     project_calls = found is None or PROJECT_CALL in found
     found = run_rules(ctx, [cls(ctx) for cls in active])
     if run is not None:
@@ -240,8 +243,7 @@ def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_f
     limit = config.file_time_limit
 
     def analyse() -> _Outcome:
-        return _analyse(doc, display, rules, config, found, fix, unsafe_fixes, run,
-                        look.precision if look.sites is not None else None)
+        return _analyse(doc, display, rules, config, found, fix, unsafe_fixes, run, look)
 
     left = max(0.001, started + limit - time.monotonic())
     try:
@@ -291,11 +293,11 @@ def _unified_diff(path: Path, fixed: bytes, display: str) -> str:
 
 
 def _analyse(doc, display: str, rules, config: Config, found, fix: bool, unsafe: bool,
-             run: _Run | None = None, own_precision: frozenset[str] | None = None) -> _Outcome:
+             run: _Run | None = None, look: Look | None = None) -> _Outcome:
     """The findings (and with ``fix`` the fixed document) of one file; every failure an InputError in the outcome.
     Writes nothing: it may run in a child process, and the time limit must never cut a write short."""
     try:
-        findings = _check(doc, display, rules, config, found, run, own_precision)
+        findings = _check(doc, display, rules, config, found, run, look)
         if fix:
             outcome = _fix(doc, display, rules, config, findings, unsafe)
         else:

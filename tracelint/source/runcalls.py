@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from tracelint.source.astnames import ast_dotted_name
+from tracelint.source.flow import Flow
 from tracelint.source.vocab import GRAPH_BATCHING
 
 MAX_ROUNDS = 3  # cross-file passes (a helper module's helper in a third file)
@@ -171,9 +174,10 @@ def _resolved(func: ast.expr, imports: dict[str, str]) -> str | None:
 # ``mixed_precision=``), ``FULL`` asks for full fp32 on purpose (``set_float32_matmul_precision("highest")``,
 # ``allow_tf32 = False``), ``EXTERNAL`` leaves it to a launcher's configuration (``Accelerator()`` without
 # ``mixed_precision``, ``deepspeed.initialize``). And ``MATMUL``: the file computes matmuls that matter (``@``,
-# ``torch.matmul`` / ``bmm`` / ``einsum``, ``F.linear`` in a class's methods, attention layers, an ``nn.Linear`` of
-# at least 2048, a transformer by its class name, a transformers import): convolutions use TF32 by default, and the
-# small MLPs of RL or a GAN gain little from it.
+# ``torch.matmul`` / ``bmm`` / ``einsum``, ``F.linear`` in a class's methods, attention layers, an ``nn.Linear``
+# of at least 2048 x 2048 weights (or one size of 2048 and one unknown) with its sizes found through the file's data
+# flow (flow.py), a transformer by its class name, a transformers import): convolutions use TF32 by default, and the
+# small MLPs of RL or a GAN, or a CNN's classifier head, gain little from it.
 # Python's ``ast``, so that the settings of every file of a run are known before any is analysed.
 TF32, REDUCED, FULL, EXTERNAL, MATMUL = "tf32", "reduced", "full", "external", "matmul"
 _PRECISION_WORDS = (b"tf32", b"float32_matmul_precision", b"autocast", b"half", b"bfloat16", b"float16",
@@ -205,7 +209,7 @@ def precision_settings(text: str | bytes) -> frozenset[str]:
         tree = ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
-    scan = PrecisionScan(_imports(tree))
+    scan = PrecisionScan(_imports(tree), cache(lambda: Flow(tree)))
     for node in ast.walk(tree):
         scan.visit(node)
     return frozenset(scan.found)
@@ -218,10 +222,12 @@ def mentions_precision(text: str) -> bool:
 
 class PrecisionScan:
     """``precision_settings`` one node at a time, so that a walk of the tree for something else finds them too;
-    ``imports``: {bound name: qualified name} of the file's imports."""
+    ``imports``: {bound name: qualified name} of the file's imports; ``flow()``: the file's data flow (flow.py, made
+    on first use: ``nn.Linear(d, 4 * d)`` in ``Block(1024)`` is a large matmul)."""
 
-    def __init__(self, imports: dict[str, str]) -> None:
+    def __init__(self, imports: dict[str, str], flow: Callable[[], Flow]) -> None:
         self.imports = imports
+        self.flow = flow
         self.found: set[str] = set()
         if any(name.split(".")[0] == "transformers" for name in imports.values()):
             self.found.add(MATMUL)
@@ -241,14 +247,31 @@ class PrecisionScan:
                     value = _literal(node.value)
                     found.add(FULL if value in ("ieee", "highest") else TF32)
         elif isinstance(node, ast.Call):
-            found.update(_precision_call(node, imports))
+            found.update(_precision_call(node, imports, self._large))
+
+    def _large(self, sizes: list[ast.expr | None]) -> bool:
+        """An ``nn.Linear`` (``sizes``: in, out) whose weight has at least ``_LARGE_LINEAR`` squared elements, or,
+        with one size unknown, whose other size is at least ``_LARGE_LINEAR``; sizes are literals or found through
+        the file's data flow (the 4096 of ``nn.Linear(d, 4 * d)`` in ``Block(1024)``)."""
+        known = [self._ints(size) for size in sizes]
+        if all(known):
+            return max(known[0]) * max(known[1]) >= _LARGE_LINEAR ** 2  # type: ignore[index]
+        return any(max(k) >= _LARGE_LINEAR for k in known if k)
+
+    def _ints(self, size: ast.expr | None) -> frozenset[int] | None:
+        if size is None or isinstance(size, ast.Constant):
+            value = getattr(size, "value", None)
+            return frozenset({value}) if isinstance(value, int) and not isinstance(value, bool) else None
+        return self.flow().ints(size)
 
 
-def _precision_call(call: ast.Call, imports: dict[str, str]) -> set[str]:
+def _precision_call(call: ast.Call, imports: dict[str, str],
+                    large: Callable[[list[ast.expr | None]], bool]) -> set[str]:
     name = _resolved(call.func, imports) or ""
     last = name.rsplit(".", 1)[-1] if name else (call.func.attr if isinstance(call.func, ast.Attribute) else "")
-    if name in _MATMUL_LAYERS or _MATMUL_MODELS.search(last) or name == "torch.nn.Linear" and any(
-                isinstance(_literal(a), int) and _literal(a) >= _LARGE_LINEAR for a in call.args[:2]):
+    if name in _MATMUL_LAYERS or _MATMUL_MODELS.search(last) or name == "torch.nn.Linear" and large(
+            [call.args[i] if len(call.args) > i else next((k.value for k in call.keywords if k.arg == key), None)
+             for i, key in enumerate(("in_features", "out_features"))]):
         return {MATMUL}
     keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
     first = call.args[0] if call.args else None

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import ast
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tracelint.engine.catalog import catalog
 from tracelint.source.astnames import ast_dotted_name
+from tracelint.source.flow import Flow
 from tracelint.source.runcalls import PrecisionScan, mentions_precision
 from tracelint.source.vocab import (
     BUILTINS,
@@ -113,6 +114,7 @@ class Look:
     depth: int = 0
     defines: frozenset[str] = frozenset()  # "f", "C.m": module-level functions and methods (runcalls.RunCalls)
     precision: frozenset[str] = frozenset()  # runcalls.precision_settings, found on the same tree
+    tree: ast.Module | None = field(default=None, compare=False, repr=False)  # the tree (flow.py uses it again)
 
 
 def parse_quietly(text: str) -> ast.Module:
@@ -135,7 +137,7 @@ def examine(text: str) -> Look:
     try:
         found = screen.run()
         precision = frozenset(screen.precision.found) if screen.precision is not None else frozenset()
-        return Look(found, depth=screen.depth, defines=_defines(tree), precision=precision)
+        return Look(found, depth=screen.depth, defines=_defines(tree), precision=precision, tree=tree)
     except Exception:  # noqa: BLE001 - RecursionError, or a bug here: then nothing is screened out (always sound)
         return Look(None, depth=screen.depth)
 
@@ -222,9 +224,17 @@ class _Screen:
         self.hot_functions: set[str] = set()    # defs that may run per step (pass 1, see _collect)
         self.depth = 0                          # the depth of the tree
         self.device_copy = False
-        self.size_names: set[str] = set()       # names given as a size to Linear/Embedding/ConvNd (OFF_TILE)
+        self.size_args: list[ast.expr] = []     # non-literal sizes given to Linear/Embedding/ConvNd (OFF_TILE)
+        self._flow: Flow | None = None
         self.biased: set[str] = set()  # BIASED_NORM: "conv" / "linear" given no bias=False, "norm" / "flat-norm"
         self.steppy = False  # the file has a loop that may be a training loop (_steppy_loop)
+
+    @property
+    def flow(self) -> Flow:
+        """The file's constant data flow (flow.py), made on first use: only for sizes that are not literals."""
+        if self._flow is None:
+            self._flow = Flow(self.tree)
+        return self._flow
 
     # -- pass 1: imports, aliases, bindings ---------------------------------------------------------------------
     def run(self) -> frozenset[str]:
@@ -233,14 +243,13 @@ class _Screen:
         self._collect(self.tree, self.tree, assigned, candidates)
         self.aliases = {n: v for n, v in candidates.items() if assigned.get(n) == 1}
         if self.scan_precision:
-            self.precision = PrecisionScan(self.imports)
+            self.precision = PrecisionScan(self.imports, lambda: self.flow)
         self._walk(self.tree, self.tree, False)
         found = self.found
         found.update(CALL_PREFIX + name for name in self.called)
-        if self.size_names and any(isinstance(stmt, ast.Assign) and _off_tile(getattr(stmt.value, "value", None))
-                                   and any(isinstance(t, ast.Name) and t.id in self.size_names for t in stmt.targets)
-                                   for stmt in self.tree.body):
-            found.add(OFF_TILE)  # a module constant: VOCAB = 50257 ... nn.Linear(d, VOCAB)
+        if OFF_TILE not in found and any(all(_off_tile(v) for v in values) for arg in self.size_args
+                                         if (values := self.flow.ints(arg))):
+            found.add(OFF_TILE)  # through data flow: VOCAB = 50257 ... nn.Linear(d, VOCAB); Block(1027)
         if {"conv", "norm"} <= self.biased or {"linear", "flat-norm"} <= self.biased:
             found.add(BIASED_NORM)
         if self.device_copy and DATALOADER in found:
@@ -562,8 +571,8 @@ class _Screen:
             for arg in (*positional, *(k.value for k in node.keywords)):
                 if isinstance(arg, ast.Constant) and _off_tile(arg.value):
                     found.add(OFF_TILE)
-                elif isinstance(arg, ast.Name):
-                    self.size_names.add(arg.id)
+                elif not isinstance(arg, ast.Constant):
+                    self.size_args.append(arg)
         if method == "zero_grad":
             arg = next((k.value for k in node.keywords if k.arg == "set_to_none"), None)
             if arg is None and positional:

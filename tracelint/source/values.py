@@ -16,7 +16,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from tracelint.source.bindings import Binding, ScopeBindings
+from tracelint.source.bindings import Binding, ScopeBindings, names_in
 from tracelint.source.calls import literal
 from tracelint.source.context import callee_name, dotted_name, iter_children
 from tracelint.source.vocab import DEVICE_MODULES as _DEVICE_MODULES
@@ -37,6 +37,7 @@ class Tree(Protocol):
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]: ...
     def qualified_name(self, expr: cst.BaseExpression) -> str | None: ...
     def code_for(self, node: cst.CSTNode) -> str: ...
+    def device(self, expr: cst.BaseExpression) -> bool | None: ...  # flow.py: bound to an accelerator, the CPU, or ?
 
 
 class Kind(Enum):
@@ -446,7 +447,7 @@ class Values:
         nothing."""
         if binding.loop is None:
             return False
-        names = [n.value for n in _target_names(binding.loop.target)]
+        names = [n.value for n in names_in(binding.loop.target)]
         if len(names) < 2 or name not in names or name in table.moves:
             return False
         return any(self._moved(other, table) for other in names if other != name)
@@ -517,6 +518,9 @@ class Values:
         not a name only ever bound to those."""
         if _is_cpu(expr, self.tree) or _is_dtype(expr, self.tree):
             return False
+        verdict = self.tree.device(expr) if depth == 0 else None
+        if verdict is not None:  # what the file bound it to (flow.py)
+            return verdict
         if isinstance(expr, cst.SimpleString):
             return literal(expr) != "meta"
         if isinstance(expr, cst.Name) and depth < 4:
@@ -542,16 +546,6 @@ def _not_tensor_here(table: ScopeBindings, name: str, at: int, before: list[Bind
         if tested == name and first <= at < end and not any(b.order >= first for b in before):
             return True
     return False
-
-
-def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
-    if isinstance(target, cst.Name):
-        return [target]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for el in target.elements for n in _target_names(el.value)]
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return []
 
 
 def _own_returns(function: cst.FunctionDef) -> list[cst.Return]:

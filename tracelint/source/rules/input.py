@@ -18,13 +18,12 @@ from typing import ClassVar
 import libcst as cst
 
 from tracelint.engine import Edit, Fix
-from tracelint.source.calls import Arguments, call_arguments, is_literal, literal, set_keyword
+from tracelint.source.calls import Arguments, call_arguments, is_literal, set_keyword
 from tracelint.source.context import FileContext, callee_name, dotted_name
 from tracelint.source.loader.arguments import DATALOADERS, NUM_WORKERS, PIN_MEMORY, Argument, pins_memory, violates
-from tracelint.source.loader.batches import DEVICE_WORDS
+from tracelint.source.loader.batches import device_words
 from tracelint.source.loader.facts import loader_facts
 from tracelint.source.rule import SourceRule
-from tracelint.source.values import words
 from tracelint.source.vocab import FILLED_CREATION, RANDOM_CREATION
 
 
@@ -190,17 +189,15 @@ def _move_target(ctx: FileContext, call: cst.Call) -> str | None | object:
 
 
 def _names_device(ctx: FileContext, expr: cst.BaseExpression) -> bool:
-    """``expr`` names a device other than the CPU: ``"cuda"``, ``0``, ``torch.device(...)``, ``x.device``, or a
-    name whose words say device (``device``, ``args.gpu``, ``self.cuda_dev``; not ``local_rank``: DEVICE_WORDS is
-    the narrow set, what TL204 has always used — issue 29 replaces words by what was bound). A tensor
-    (``.to(other)``) or a dtype does not."""
-    if isinstance(expr, cst.SimpleString):
-        return not is_literal(expr, "cpu", "meta") and isinstance(literal(expr), str)
-    if isinstance(expr, cst.Integer):
-        return True
-    if isinstance(expr, cst.Call):
-        return dotted_name(expr.func) == "torch.device" and not _is_cpu_literal(expr)
+    """``expr`` names a device other than the CPU: what the file bound it to says so (``ctx.device``: ``"cuda"``,
+    ``0``, ``torch.device(...)``, ``x.device``, ``dev = torch.device("cuda")``, ``args.device`` defaulting to CUDA);
+    where the file binds nothing, a name whose words say device (``device``, ``args.gpu``, ``self.cuda_dev``:
+    ``device_words``). A tensor (``.to(other)``) or a dtype does not."""
+    if isinstance(expr, cst.Call) and _is_cpu_literal(expr):
+        return False
+    verdict = ctx.device(expr)
+    if verdict is not None:
+        return verdict
     if isinstance(expr, (cst.Name, cst.Attribute)):
-        last = expr.attr.value if isinstance(expr, cst.Attribute) else expr.value
-        return bool(words(last) & DEVICE_WORDS)
+        return device_words(expr.attr.value if isinstance(expr, cst.Attribute) else expr.value)
     return False

@@ -156,9 +156,9 @@ class GemmShapeOffTensorCoreTiles(SourceRule):
         args = call_arguments(self.ctx, node)
         for name, position in _LAYERS[layer]:
             expr = args.get(name, position)
-            value = self.facts.constant_int(expr) if expr is not None else None
-            if value is not None and value >= MIN_SIZE and value % TILE:
-                self.sizes.append((layer.rsplit(".", 1)[-1], name, expr, value))
+            values = self.ctx.ints(expr) if expr is not None else None  # literals and data flow (flow.py)
+            if values and all(v >= MIN_SIZE and v % TILE for v in values):
+                self.sizes.append((layer.rsplit(".", 1)[-1], name, expr, max(values)))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if (dotted_name(node.value) or "").endswith(".weight") and \
