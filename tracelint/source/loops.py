@@ -23,7 +23,7 @@ from tracelint.source.calls import literal
 from tracelint.source.context import FileContext, callee_name, dotted_name, iter_children
 from tracelint.source.hotloop import HotLoop
 from tracelint.source.runcalls import Entry
-from tracelint.source.values import Tree, Values, is_number, words
+from tracelint.source.values import Tree, Values, head_word, is_number, words
 from tracelint.source.vocab import STEP_HOOKS as _STEP_HOOKS
 
 
@@ -208,6 +208,7 @@ def loop_description(loop: cst.For | cst.While, tree: Tree, steps: Steps = _body
 _RANK_WORDS = frozenset({"rank", "master", "main", "primary", "process", "gpu", "device", "world", "node", "zero"})
 _COUNTER_SUBSTRINGS = ("step", "iter", "idx", "batch", "count")
 _COUNTER_WORDS = frozenset({"i", "j", "k", "n", "t", "it", "global", "num", "index"})
+_SIZE_WORDS = frozenset({"n", "num"})  # a counter alone (``n``), a size with a noun (``n_classes``)
 _FLAG_WORDS = frozenset({
     "verbose", "debug", "debugging", "dry", "profile", "profiling", "profiler", "trace", "tracing", "visualize",
     "vis", "viz", "plot", "plotting", "sanity", "log", "logging", "wandb", "tensorboard", "print", "last", "first",
@@ -241,7 +242,12 @@ def _is_counter(expr: cst.BaseExpression, tree: Tree) -> bool:
     found = words(text)
     if found & _RANK_WORDS:
         return False
-    return bool(found & _COUNTER_WORDS) or any(s in text.lower() for s in _COUNTER_SUBSTRINGS)
+    if any(s in text.lower() for s in _COUNTER_SUBSTRINGS):
+        return True
+    last = words(text.rsplit(".", 1)[-1])
+    if last & _COUNTER_WORDS <= _SIZE_WORDS and last - _SIZE_WORDS:
+        return False  # ``n_classes``, ``num_layers``: the number of something, a size that does not advance
+    return bool(found & _COUNTER_WORDS)
 
 
 def guard_polarity(test: cst.BaseExpression, tree: Tree, facts: Facts | None = None) -> int:
@@ -368,11 +374,11 @@ class Facts(Values):
         environment needs the host value of ``node`` to step, so reading it on the host is not a waste."""
         tree = self.tree
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
-                words(tree.code_for(node.func.value)) & _ACTION_WORDS:
+                head_word(tree.code_for(node.func.value)) in _ACTION_WORDS:
             return True
         for parent in tree.ancestors(node):
-            if isinstance(parent, cst.Assign):
-                return any(words(tree.code_for(t.target)) & _ACTION_WORDS for t in parent.targets)
+            if isinstance(parent, cst.Assign):  # ``action = ...``, not ``action_loss = ...`` (a loss)
+                return any(head_word(tree.code_for(t.target)) in _ACTION_WORDS for t in parent.targets)
             if isinstance(parent, cst.Return):  # def select_action(self, state): return self.actor(s).cpu()...
                 function = next((a for a in tree.ancestors(parent) if isinstance(a, cst.FunctionDef)), None)
                 return function is not None and bool(words(function.name.value) & _ACTION_WORDS)

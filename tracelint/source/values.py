@@ -38,6 +38,7 @@ class Tree(Protocol):
     def qualified_name(self, expr: cst.BaseExpression) -> str | None: ...
     def code_for(self, node: cst.CSTNode) -> str: ...
     def device(self, expr: cst.BaseExpression) -> bool | None: ...  # flow.py: bound to an accelerator, the CPU, or ?
+    def ints(self, expr: cst.BaseExpression) -> frozenset[int] | None: ...  # flow.py: the integers it may hold
 
 
 class Kind(Enum):
@@ -49,6 +50,13 @@ class Kind(Enum):
 # ---------------------------------------------------------------------------------------------------------------
 # words (the heuristics here and in loops.py match on them)
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def head_word(text: str) -> str:
+    """The last word of the last name in ``text``, what the name is (``action_loss`` is a loss, ``self.actions``
+    actions): ``""`` when there is none."""
+    found = _WORD.findall(text.rsplit(".", 1)[-1])
+    return found[-1].lower() if found else ""
 
 
 def words(text: str) -> frozenset[str]:
@@ -318,12 +326,15 @@ class Values:
                 return Kind.UNKNOWN
         found = table.bindings.get(name.value, ())
         before = [b for b in found if b.order < at]
-        if _not_tensor_here(table, name.value, at, before) or self._config(name, scope, at, depth):
+        if _not_tensor_here(table, name.value, at, before) or self._config(name, scope, at, depth) or \
+                self._moved_later(name.value, at, table):
             return Kind.HOST
         if before:
             if self._host_element(name.value, before[-1], table):
                 return Kind.HOST
             return self._binding_kind(before[-1], found, scope, depth)
+        if not found and self.tree.ints(name) is not None:
+            return Kind.HOST  # a module constant, a parameter the file's calls give integers (flow.py)
         # A loop-carried name bound later in the loop: trust it only when every binding agrees.
         kinds = {self._binding_kind(b, found, scope, depth) for b in found}
         return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
@@ -453,16 +464,30 @@ class Values:
         return any(self._moved(other, table) for other in names if other != name)
 
     def _moved(self, name: str, table: ScopeBindings) -> bool:
+        return any(self._to_device(call) for call in table.moves.get(name, ()))
+
+    def _to_device(self, call: cst.Call) -> bool:
+        """``x.cuda()``, ``x.to(device)`` (not the CPU, not a dtype), ``x.type(torch.cuda.FloatTensor)``."""
+        method = call.func.attr.value
+        if method == "cuda":
+            return True
+        first = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
+        if method == "to" and first is not None and not _is_cpu(first, self.tree) and \
+                not _is_dtype(first, self.tree):
+            return True
+        return method == "type" and first is not None and (isinstance(first, cst.Name) or
+                                                           "cuda" in self.tree.code_for(first))
+
+    def _moved_later(self, name: str, at: int, table: ScopeBindings) -> bool:
+        """The value ``name`` holds at order ``at`` is moved to a device later in the scope (``x.to("cuda")``,
+        with at most ``x = x.to(dtype)`` / ``x = x.view(...)`` between): it is on the host until then (a data
+        generator that builds a batch on the CPU and yields it moved)."""
         for call in table.moves.get(name, ()):
-            method = call.func.attr.value
-            if method == "cuda":
-                return True
-            first = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
-            if method == "to" and first is not None and not _is_cpu(first, self.tree) and \
-                    not _is_dtype(first, self.tree):
-                return True
-            if method == "type" and first is not None and (isinstance(first, cst.Name) or
-                                                            "cuda" in self.tree.code_for(first)):
+            order = table.order.get(call)
+            if order is None or order <= at or not self._to_device(call):
+                continue
+            between = [b for b in table.bindings.get(name, ()) if at < b.order < order]
+            if all(_self_derived(b, name) and not self._to_device(b.value) for b in between):
                 return True
         return False
 
@@ -560,6 +585,14 @@ def _own_returns(function: cst.FunctionDef) -> list[cst.Return]:
                 not isinstance(node, cst.BaseExpression):
             work.extend(iter_children(node))
     return found
+
+
+def _self_derived(binding: Binding, name: str) -> bool:
+    """``x = x.to(torch.int32)``, ``x = x.view(n)``: ``name`` rebound to a method call on itself."""
+    value = binding.value
+    return not binding.augmented and binding.element is None and isinstance(value, cst.Call) and \
+        isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Name) and \
+        value.func.value.value == name
 
 
 def _in_modules(qualified: str | None, modules: tuple[str, ...]) -> bool:

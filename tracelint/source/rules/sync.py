@@ -336,6 +336,8 @@ class NonzeroInLoop(SourceRule):
         name = self.ctx.qualified_name(func)
         if name and name.startswith("torch."):
             leaf = name[6:]
+            if node.args and node.args[0].keyword is None and not self.may_be_tensor(node.args[0].value):
+                return  # a host tensor's nonzero counts on the host (a batch built on the CPU, moved later)
             if leaf in _DATA_DEPENDENT:
                 self._report(node, "has a data-dependent output size")
             elif leaf == "where" and len(node.args) == 1 and node.args[0].keyword is None:
