@@ -294,6 +294,11 @@ class FileContext:
         node = self._flow_node(expr)
         return self.flow.ints(node) if node is not None else None
 
+    def bound(self, expr: cst.BaseExpression) -> list | None:
+        """What a name or attribute (``self.metric``) may hold, as Python ``ast`` expressions (flow.Flow.bound)."""
+        node = self._flow_node(expr)
+        return self.flow.bound(node) if node is not None else None
+
     def device(self, expr: cst.BaseExpression) -> bool | None:
         """Whether ``expr`` names an accelerator (flow.Flow.device): True, False (the CPU), None (unknown)."""
         node = self._flow_node(expr)

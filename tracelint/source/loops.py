@@ -20,7 +20,7 @@ import libcst as cst
 
 from tracelint.source.callers import Callers
 from tracelint.source.calls import literal
-from tracelint.source.context import FileContext, callee_name, dotted_name, iter_children
+from tracelint.source.context import FileContext, callee_name, dotted_name, iter_children, iter_descendants
 from tracelint.source.hotloop import HotLoop
 from tracelint.source.runcalls import Entry
 from tracelint.source.values import Tree, Values, head_word, is_number, words
@@ -413,6 +413,30 @@ class Facts(Values):
                 for small in stmt.body)
             for stmt in body)
 
+    def _flush_guard(self, guard: cst.If) -> bool:
+        """``if len(pending) == N: ...; pending.clear()``: a buffer flushed when full runs its body once every N
+        appends, not every step."""
+        test = guard.test
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(
+                test.comparisons[0].operator, (cst.Equal, cst.GreaterThan, cst.GreaterThanEqual)):
+            return False
+        left = test.left
+        if not (isinstance(left, cst.Call) and self.tree.qualified_name(left.func) == "builtins.len" and
+                len(left.args) == 1):
+            return False
+        buffer = dotted_name(left.args[0].value)
+        if buffer is None:
+            return False
+        for node in iter_children(guard.body):
+            for inner in (node, *iter_descendants(node)):
+                if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and \
+                        inner.func.attr.value == "clear" and dotted_name(inner.func.value) == buffer:
+                    return True
+                if isinstance(inner, cst.Assign) and isinstance(inner.value, cst.List) and not inner.value.elements \
+                        and any(dotted_name(t.target) == buffer for t in inner.targets):
+                    return True
+        return False
+
     def counts(self, expr: cst.BaseExpression) -> bool:
         """``expr`` is a counter: ``len(...)``, a loop index, or a name only ever incremented (``n += 1``)."""
         if isinstance(expr, cst.Call) and self.tree.qualified_name(expr.func) == "builtins.len":
@@ -441,8 +465,23 @@ class Facts(Values):
     # -- hot loops ------------------------------------------------------------------------------------------
     def loop_description(self, loop: cst.For | cst.While) -> str | None:
         if loop not in self._loops:
-            self._loops[loop] = loop_description(loop, self.tree, self.body_steps)
+            self._loops[loop] = None if self._buffered(loop) else loop_description(loop, self.tree, self.body_steps)
         return self._loops[loop]
+
+    def _buffered(self, loop: cst.For | cst.While) -> bool:
+        """``for logged_step, logits in pending:`` inside a loop that appends to ``pending``: a walk over what
+        earlier steps kept (a flush), not a loop of steps, whatever its target's name says."""
+        if not isinstance(loop, cst.For) or not isinstance(loop.iter, cst.Name) or self.body_steps(loop.body):
+            return False
+        name = loop.iter.value
+        for outer in self.tree.ancestors(loop):
+            if isinstance(outer, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(outer, (cst.For, cst.While)):
+                return any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and
+                           n.func.attr.value == "append" and isinstance(n.func.value, cst.Name) and
+                           n.func.value.value == name for n in iter_descendants(outer.body))
+        return False
 
     def body_steps(self, body: cst.BaseSuite) -> bool:
         """Does ``body`` step the optimizer itself, or through a call of a function of this file whose own body
@@ -480,7 +519,7 @@ class Facts(Values):
                     return HotLoop(parent, f"`{parent.name.value}` (runs every step)")
                 return self.callers.per_step(parent, depth)
             if isinstance(parent, cst.If):
-                polarity = self.guard_polarity(parent.test)
+                polarity = self.guard_polarity(parent.test) or (1 if self._flush_guard(parent) else 0)
                 # a periodic guard around the model's own update is its update cadence (``if i % n_critic == 0:``
                 # around the generator's step), not a logging interval
                 if polarity != 0 and self.body_steps(parent.body if polarity == 1 else parent.orelse or parent.body):

@@ -48,7 +48,7 @@ from tracelint.source.vocab import (
 )
 
 # Site kinds: what a rule doc's ``sites:`` may name.
-ITEM = "item"                      # .item() in a loop                                   TL101
+ITEM = "item"                      # .item() (or add_scalar of a possible tensor) in a loop   TL101
 HOST_COPY = "host-copy"            # .cpu() / .tolist() / .numpy(force=) / .to("cpu")   TL102
 SCALAR = "scalar"                  # float()/int()/bool()/max()/min() of a possible tensor, tensor truth tests  TL103
 FORMAT = "format"                  # print / f-string / % / .format / logging of a possible tensor             TL104
@@ -591,6 +591,9 @@ class _Screen:
             found.add(DATA_DEPENDENT_CALL)
         if method == "item" and not node.args and not node.keywords:
             found.add(ITEM)
+        elif method == "add_scalar" and any(self._may_tensor(v, scope) for v in (
+                *positional[1:2], *(k.value for k in node.keywords if k.arg == "scalar_value"))):
+            found.add(ITEM)  # TensorBoard's add_scalar calls .item() on a tensor
         elif method in ("cpu", "tolist") and not node.args and not node.keywords:
             found.add(HOST_COPY)
         elif method == "numpy" and any(k.arg == "force" and not (isinstance(k.value, ast.Constant)

@@ -9,6 +9,7 @@ questions.
 """
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from enum import Enum
@@ -16,6 +17,7 @@ from typing import Protocol
 
 import libcst as cst
 
+from tracelint.source.astnames import ast_dotted_name
 from tracelint.source.bindings import Binding, ScopeBindings, names_in
 from tracelint.source.calls import literal
 from tracelint.source.context import callee_name, dotted_name, iter_children
@@ -39,6 +41,7 @@ class Tree(Protocol):
     def code_for(self, node: cst.CSTNode) -> str: ...
     def device(self, expr: cst.BaseExpression) -> bool | None: ...  # flow.py: bound to an accelerator, the CPU, or ?
     def ints(self, expr: cst.BaseExpression) -> frozenset[int] | None: ...  # flow.py: the integers it may hold
+    def bound(self, expr: cst.BaseExpression) -> list | None: ...  # flow.py: what it may hold (ast expressions)
 
 
 class Kind(Enum):
@@ -397,11 +400,25 @@ class Values:
                 before = self.bindings(self.tree.module).bindings.get(expr.value, [])
             return bool(before) and before[-1].value is not None and before[-1].element is None and \
                 self._metric_object(before[-1].value, scope, before[-1].order, depth + 1)
+        if isinstance(expr, cst.Attribute):  # self.metric, set in __init__ (flow.py)
+            return any(self._metric_built(value) for value in self.tree.bound(expr) or ())
         if not isinstance(expr, cst.Call):
             return False
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MODULE_METHODS:
             return self._metric_object(expr.func.value, scope, at, depth + 1)
         qualified = self.tree.qualified_name(expr.func) or ""
+        return qualified.startswith("torchmetrics.") and not qualified.startswith(_METRIC_FUNCTIONS)
+
+    def _metric_built(self, value) -> bool:
+        """An ``ast`` expression that builds a torchmetrics metric (``torchmetrics.Accuracy(...).to(device)``)."""
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+                value.func.attr in _MODULE_METHODS:
+            value = value.func.value
+        dotted = ast_dotted_name(value.func) if isinstance(value, ast.Call) else None
+        if dotted is None:
+            return False
+        head, _, rest = dotted.partition(".")
+        qualified = self.tree.imports.get(head, head) + (f".{rest}" if rest else "")
         return qualified.startswith("torchmetrics.") and not qualified.startswith(_METRIC_FUNCTIONS)
 
     def _config(self, expr: cst.BaseExpression, scope, at: int | None, depth: int) -> bool:
