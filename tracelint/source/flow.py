@@ -33,7 +33,6 @@ _NOT_DEVICES = frozenset({"cpu", "meta"})
 _ARITHMETIC = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
                ast.FloorDiv: lambda a, b: a // b if b else None, ast.Mod: lambda a, b: a % b if b else None}
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 class Flow:
@@ -41,7 +40,9 @@ class Flow:
 
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
-        self.parent: dict[ast.AST, ast.AST] = {}
+        # the function, lambda or module whose names a node sees (names, attributes and defs only; others: module)
+        self.scopes: dict[ast.AST, ast.AST] = {}
+        self.owner: dict[ast.AST, ast.ClassDef] = {}  # a method -> its class
         self.assigned: dict[ast.AST, dict[str, list[ast.expr | None]]] = {}  # scope -> name -> values (None: opaque)
         self.self_attrs: dict[ast.ClassDef, dict[str, list[ast.expr | None]]] = {}  # ``self.x = v`` in its methods
         self.fields: dict[ast.ClassDef, dict[str, ast.expr | None]] = {}  # class-level ``x: int = 768`` (dataclass)
@@ -55,10 +56,15 @@ class Flow:
 
     # -- the index -------------------------------------------------------------------------------------------------
     def _walk(self) -> None:
-        work: list[tuple[ast.AST, ast.AST, ast.ClassDef | None]] = [(self.tree, self.tree, None)]
+        # scope: where an assignment binds (a class body binds its fields); names: where a name is looked up
+        work: list[tuple[ast.AST, ast.AST, ast.ClassDef | None, ast.AST]] = [(self.tree, self.tree, None, self.tree)]
+        scopes = self.scopes
         while work:
-            node, scope, cls = work.pop()
+            node, scope, cls, names = work.pop()
             kind = type(node)
+            if kind is ast.Name or kind is ast.Attribute or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef \
+                    or kind is ast.Lambda:
+                scopes[node] = names
             if kind is ast.Assign or kind is ast.AnnAssign or kind is ast.AugAssign:
                 targets = node.targets if kind is ast.Assign else [node.target]
                 value = None if kind is ast.AugAssign else node.value
@@ -87,13 +93,16 @@ class Flow:
                         self._option(node)
             elif kind is ast.ClassDef and scope is self.tree:
                 self.classes[node.name] = node
-            children = list(ast.iter_child_nodes(node))
-            for child in children:
-                self.parent[child] = node
-            if isinstance(node, _SCOPES):
-                work.extend((child, node, node if kind is ast.ClassDef else cls) for child in children)
+            if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                if isinstance(scope, ast.ClassDef):
+                    self.owner[node] = scope
+                work.extend((child, node, cls, node) for child in ast.iter_child_nodes(node))
+            elif kind is ast.Lambda:
+                work.extend((child, node, cls, node) for child in ast.iter_child_nodes(node))
+            elif kind is ast.ClassDef:
+                work.extend((child, node, node, names) for child in ast.iter_child_nodes(node))
             else:
-                work.extend((child, scope, cls) for child in children)
+                work.extend((child, scope, cls, names) for child in ast.iter_child_nodes(node))
 
     def _bind(self, scope: ast.AST, target: ast.expr, value: ast.expr | None, cls: ast.ClassDef | None) -> None:
         if isinstance(target, ast.Starred):
@@ -136,14 +145,11 @@ class Flow:
 
     # -- what a name or attribute holds ----------------------------------------------------------------------------
     def _scope(self, node: ast.AST) -> ast.AST:
-        parent = self.parent.get(node)
-        while parent is not None and not isinstance(parent, (*_FUNCTIONS, ast.Lambda, ast.Module)):
-            parent = self.parent.get(parent)
-        return parent if parent is not None else self.tree
+        """The function, lambda or module whose names ``node`` sees (for a def or lambda: the one around it)."""
+        return self.scopes.get(node, self.tree)
 
     def _class_of(self, function: ast.AST) -> ast.ClassDef | None:
-        parent = self.parent.get(function)
-        return parent if isinstance(parent, ast.ClassDef) else None
+        return self.owner.get(function)
 
     def bound(self, expr: ast.expr, depth: int = 0) -> list[ast.expr | None] | None:
         """The expressions ``expr`` (a name or attribute) may hold (None in the list: bound opaquely); None when

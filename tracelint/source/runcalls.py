@@ -195,6 +195,10 @@ _LARGE_LINEAR = 2048
 _REDUCED_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16", "torch.float8_e4m3fn",
                              "torch.float8_e5m2"})
 _PRECISION_TEXT = tuple(word.decode() for word in _PRECISION_WORDS)
+_REDUCED_LEAVES = frozenset(name.rsplit(".", 1)[-1] for name in _REDUCED_DTYPES)
+# The last names of the calls _precision_call judges (besides model classes, _MATMUL_MODELS, and precision= keywords)
+_PRECISION_CALLS = frozenset({"Linear", "set_float32_matmul_precision", "half", "bfloat16", "autocast", "GradScaler",
+                              "initialize", "scale_loss", "Accelerator"})
 _FULL_PRECISION = frozenset({"32", "32-true", "64", "64-true", "no", "fp32", "float32", "highest", "ieee"})
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import[ \t]+\(?[ \t]*(\w+)|import[ \t]+([\w.]+))", re.M)
 
@@ -234,11 +238,22 @@ class PrecisionScan:
 
     def visit(self, node: ast.AST) -> None:
         imports, found = self.imports, self.found
-        if isinstance(node, ast.Attribute) and _resolved(node, imports) in _REDUCED_DTYPES:
-            found.add(REDUCED)
-        elif isinstance(node, ast.ClassDef) and MATMUL not in found and _class_matmul(node, imports):
-            found.add(MATMUL)
-        elif isinstance(node, ast.Assign):
+        kind = type(node)
+        if kind is ast.Attribute:
+            if node.attr in _REDUCED_LEAVES and _resolved(node, imports) in _REDUCED_DTYPES:
+                found.add(REDUCED)
+        elif kind is ast.Call:
+            func = node.func
+            written = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            # the cheap look first: most calls name nothing _precision_call asks about (an alias of an import is
+            # looked at in full)
+            if written in _PRECISION_CALLS or _MATMUL_MODELS.search(written) or written in imports or any(
+                    k.arg in ("precision", "mixed_precision") for k in node.keywords):
+                found.update(_precision_call(node, imports, self._large))
+        elif kind is ast.ClassDef:
+            if MATMUL not in found and _class_matmul(node, imports):
+                found.add(MATMUL)
+        elif kind is ast.Assign:
             for target in node.targets:
                 name = _resolved(target, imports) or ""
                 if name.endswith(".allow_tf32") and name.startswith("torch.backends.cuda"):
@@ -246,8 +261,6 @@ class PrecisionScan:
                 elif name.endswith("fp32_precision") and name.startswith("torch.backends"):
                     value = _literal(node.value)
                     found.add(FULL if value in ("ieee", "highest") else TF32)
-        elif isinstance(node, ast.Call):
-            found.update(_precision_call(node, imports, self._large))
 
     def _large(self, sizes: list[ast.expr | None]) -> bool:
         """An ``nn.Linear`` (``sizes``: in, out) whose weight has at least ``_LARGE_LINEAR`` squared elements, or,
