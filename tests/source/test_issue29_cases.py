@@ -68,3 +68,64 @@ def test_a_buffer_flushed_when_full_is_not_read_every_step(lint):
     assert lint(FLUSH.format(clear="pending.clear()")).codes() == []
     # never cleared: once full, the branch runs every step after
     assert lint(FLUSH.format(clear="pass").replace("== 50", ">= 50")).codes() == [("TL102", 15)]
+
+
+def _run(tmp_path, files: dict[str, str]) -> list[tuple[str, str, int]]:
+    import textwrap
+
+    from tracelint.engine import Config, Finding
+    from tracelint.source import lint_paths
+
+    paths = []
+    for name, text in files.items():
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+        paths.append(path)
+    config = Config(root=tmp_path)
+    return [(f.location.path.rsplit("/", 1)[-1], f.code, f.location.line)
+            for f in lint_paths(paths, config_for=lambda _p: config) if isinstance(f, Finding)]
+
+
+UNET_TRAIN = """\
+import torch
+from torch.utils.data import DataLoader
+
+from evaluate import evaluate
+
+
+def train_model(model, train_set, val_set, device, epochs=5):
+    loader_args = dict(batch_size=8, num_workers=4, pin_memory={pin})
+    train_loader = DataLoader(train_set, shuffle=True, **loader_args)
+    val_loader = DataLoader(val_set, shuffle=False, drop_last=True, **loader_args)
+    optimizer = torch.optim.RMSprop(model.parameters())
+    for epoch in range(1, epochs + 1):
+        for batch in train_loader:
+            loss = model(batch["image"].to(device=device, non_blocking=True)).mean()
+            loss.backward()
+            optimizer.step()
+        val_score = evaluate(model, val_loader, device)
+"""
+UNET_EVALUATE = """\
+import torch
+
+
+@torch.inference_mode()
+def evaluate(net, dataloader, device):
+    score = 0
+    for batch in dataloader:
+        image, mask_true = batch["image"], batch["mask"]
+        image = image.to(device=device, dtype=torch.float32)
+        mask_true = mask_true.to(device=device, dtype=torch.long)
+        score += (net(image) - mask_true).abs().mean()
+    return score
+"""
+
+
+def test_a_pinned_loader_built_in_another_file_and_passed_in(tmp_path):
+    found = _run(tmp_path, {"train.py": UNET_TRAIN.format(pin="True"), "evaluate.py": UNET_EVALUATE})
+    assert [f for f in found if f[1] == "TL203"] == [("evaluate.py", "TL203", 9), ("evaluate.py", "TL203", 10)]
+    (tmp_path / "b").mkdir()
+    found = _run(tmp_path / "b", {"train.py": UNET_TRAIN.format(pin="False"), "evaluate.py": UNET_EVALUATE})
+    assert [f for f in found if f[1] == "TL203"] == []  # not pinned: nothing to overlap
+    (tmp_path / "c").mkdir()
+    assert _run(tmp_path / "c", {"evaluate.py": UNET_EVALUATE}) == []  # alone: no caller says what it gets

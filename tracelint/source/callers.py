@@ -203,7 +203,7 @@ class Callers:
         anywhere: set[str] = set()
         for name, calls in self.index.calls.items():
             for call in calls:
-                targets = [t for t in self._imported(call) if t not in seen]
+                targets = [t for t in self.imported(call) if t not in seen]
                 if not targets:
                     continue
                 anywhere.update(targets)
@@ -215,7 +215,7 @@ class Callers:
                 hot.extend(HotCall(target, description, on_device or loop.on_device) for target in targets)
         return RunCalls(defines, tuple(hot), on_device, frozenset(anywhere) if on_device else frozenset())
 
-    def _imported(self, call: cst.Call) -> list[str]:
+    def imported(self, call: cst.Call) -> list[str]:
         """The qualified names of the imported function or methods ``call`` may call: ``helper(x)``,
         ``mod.helper(x)``, ``agent.update()`` with ``agent = algo.PPO(...)`` (every class the name is assigned in
         the file: ``if args.algo == "ppo": agent = algo.PPO(...) else: agent = algo.A2C(...)``)."""

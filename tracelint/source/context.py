@@ -251,6 +251,8 @@ class FileContext:
         # a run whose programs' settings are settled after the analysis (runcalls.settle): the rules whose findings
         # stand only if the programs agree (``pending``).
         self.own_precision = own_precision
+        # {"f" or "C.m": positions or keywords}: parameters another file of the run passes a pinned DataLoader
+        self.pinned_parameters: dict[str, frozenset[int | str]] = {}
         self.ast_tree = None  # Python's ``ast`` of ``source`` when the screen already has it (for ``flow``)
         self.defer_precision = defer_precision
         self.pending: set[str] = set()

@@ -114,7 +114,9 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     ``found`` is ``screen.sites(doc.text)``, ``look`` the screen's ``Look`` of it (its tree and precision settings).
     With ``run`` (a run of several files: callers.py), the file's entry points from the other files are used, and
     what it tells the others is stored in ``run.calls``."""
-    active = [cls for cls in rules if cls.wanted(doc.text) and may_report(cls.code, found)]
+    pinned = run.pinned if run is not None else {}
+    active = [cls for cls in rules if (cls.wanted(doc.text) or pinned and cls.follows_pinned_loaders)
+              and may_report(cls.code, found)]
     if not active and run is None:
         return []
     from tracelint.source.context import FileContext
@@ -129,15 +131,18 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
                       defer_precision=run is not None and run.precision is None)
     if look is not None:
         ctx.ast_tree = look.tree
+    ctx.pinned_parameters = pinned
     project_calls = found is None or PROJECT_CALL in found
     found = run_rules(ctx, [cls(ctx) for cls in active])
     if run is not None:
         from tracelint.source.loops import facts
 
         file_facts = facts(ctx)
+        from tracelint.source.loader.facts import pinned_handoffs
+
         run.calls = replace(file_facts.callers.run_calls(on_device=file_facts.device_evidence(),
                                                          project_calls=project_calls, defines=run.defines),
-                            pending=frozenset(ctx.pending))
+                            pending=frozenset(ctx.pending), pinned=pinned_handoffs(ctx))
     line_of = _line_lookup(doc)
     kept: list[Finding] = []
     for finding in found:
@@ -183,6 +188,7 @@ class _Run:
     graph_collates: frozenset[str] = frozenset()  # runcalls.graph_collates of the run
     precision: frozenset[str] | None = frozenset()  # runcalls.program_precision of this file (None: settled after
                                                      # the analysis, runcalls.settle)
+    pinned: dict[str, frozenset[int | str]] = field(default_factory=dict)  # runcalls.pinned_parameters of the file
     defines: frozenset[str] | None = None  # the screen's Look.defines (None: Python's parser did not take the file)
     calls: RunCalls | None = None
 
@@ -234,7 +240,8 @@ def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_f
 
     if run is not None and look.sites is not None:
         run.defines = look.defines
-    found = look.sites if run is None or not run.entries else None  # an entry point makes any body per-step
+    # an entry point makes any body per-step; a pinned loader passed in makes any loop over a parameter a draw
+    found = look.sites if run is None or not (run.entries or run.pinned) else None
     codes = (code for code, rule_doc in catalog().items() if "source" in rule_doc.implemented_by)
     if found is not None and not any(may_report(code, found) for code in codes if wanted(code)):
         if run is None or PROJECT_CALL not in found:

@@ -46,6 +46,8 @@ class RunCalls:
     precision: frozenset[str] = frozenset()  # the file's own precision settings (precision_settings)
     imports: tuple[str, ...] = ()          # what it imports (import_targets): how programs connect files
     pending: frozenset[str] = frozenset()  # TL401/TL404: its findings stand only if its program agrees (settle)
+    pinned: tuple[tuple[str, int | str], ...] = ()  # (target, position or keyword): a pinned DataLoader passed to
+                                                    # an imported function (TL203 follows it there)
 
 
 # -- resolving the calls of a run -----------------------------------------------------------------------------
@@ -75,6 +77,21 @@ def resolve(files: dict[Path, RunCalls]) -> tuple[dict[Path, dict[str, Entry]], 
                     device.add(module.path)
                 break
     return entries, device
+
+
+def pinned_parameters(files: dict[Path, RunCalls]) -> dict[Path, dict[str, frozenset[int | str]]]:
+    """{file: {"f" or "C.m": positions or keywords}}: the parameters of each file's functions that another file of
+    the run passes a pinned DataLoader (``evaluate(net, val_loader, device)`` with ``val_loader`` built in train.py
+    with ``pin_memory=True``)."""
+    modules = [_Module(p, _parts(p), c) for p, c in files.items()]
+    found: dict[Path, dict[str, set[int | str]]] = {}
+    for caller in modules:
+        for target, where in caller.calls.pinned:
+            for module, member in _candidates(target, caller, modules):
+                if module.path != caller.path:
+                    found.setdefault(module.path, {}).setdefault(member, set()).add(where)
+                break
+    return {path: {m: frozenset(w) for m, w in members.items()} for path, members in found.items()}
 
 
 def _parts(path: Path) -> tuple[str, ...]:

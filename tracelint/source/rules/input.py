@@ -18,6 +18,7 @@ from typing import ClassVar
 import libcst as cst
 
 from tracelint.engine import Edit, Fix
+from tracelint.source.callers import qualname
 from tracelint.source.calls import Arguments, call_arguments, is_literal, set_keyword
 from tracelint.source.context import FileContext, callee_name, dotted_name
 from tracelint.source.loader.arguments import DATALOADERS, NUM_WORKERS, PIN_MEMORY, Argument, pins_memory, violates
@@ -88,6 +89,15 @@ class DataLoaderWithoutPinnedMemory(_ArgumentRule):
 class CopyWithoutNonBlocking(_LoaderRule):
     code = "TL203"
     triggers = ("pin_memory",)
+    follows_pinned_loaders = True
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.functions: list[cst.FunctionDef] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if self.ctx.pinned_parameters:
+            self.functions.append(node)
 
     def finish(self) -> None:
         facts = loader_facts(self.ctx)
@@ -95,8 +105,28 @@ class CopyWithoutNonBlocking(_LoaderRule):
         for node in self.loaders:
             if pins_memory(call_arguments(self.ctx, node)):
                 copies.update(dict.fromkeys(facts.device_copies(node)))
+        for param in self._pinned_parameters():  # a pinned loader another file of the run passes in
+            copies.update(dict.fromkeys(facts.parameter_copies(param)))
         for call in copies:
             self._check_copy(call)
+
+    def _pinned_parameters(self) -> list[cst.Param]:
+        found = []
+        for function in self.functions:
+            given = self.ctx.pinned_parameters.get(qualname(function, self.ctx) or "")
+            if not given:
+                continue
+            params = [*function.params.posonly_params, *function.params.params]
+            owner = self.ctx.parent(self.ctx.parent(function))
+            if isinstance(owner, cst.ClassDef) and params and not any(
+                    dotted_name(d.decorator) == "staticmethod" for d in function.decorators):
+                params = params[1:]  # self
+            by_name = {p.name.value: p for p in (*params, *function.params.kwonly_params)}
+            for where in given:
+                param = params[where] if isinstance(where, int) and where < len(params) else by_name.get(str(where))
+                if param is not None:
+                    found.append(param)
+        return found
 
     def _check_copy(self, node: cst.Call) -> None:
         method = callee_name(node)
