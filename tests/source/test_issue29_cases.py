@@ -129,3 +129,44 @@ def test_a_pinned_loader_built_in_another_file_and_passed_in(tmp_path):
     assert [f for f in found if f[1] == "TL203"] == []  # not pinned: nothing to overlap
     (tmp_path / "c").mkdir()
     assert _run(tmp_path / "c", {"evaluate.py": UNET_EVALUATE}) == []  # alone: no caller says what it gets
+
+
+A2C_MAIN = """\
+import torch
+
+from algo import A2C
+
+device = torch.device("cuda")
+agent = A2C(actor_critic.to(device))
+for j in range(num_updates):
+    for step in range(num_steps):
+        action = actor_critic.act(rollouts.obs[step])
+        obs, reward, done, infos = envs.step(action)
+        rollouts.insert(obs, action, reward)
+    value_loss, action_loss = agent.update(rollouts)
+"""
+A2C_ALGO = """\
+import torch
+
+
+class A2C:
+    def __init__(self, actor_critic):
+        self.actor_critic = actor_critic
+        self.optimizer = torch.optim.RMSprop(actor_critic.parameters())
+
+    def update(self, rollouts):
+        values, log_probs = self.actor_critic.evaluate_actions(rollouts.obs)
+        value_loss = (rollouts.returns - values).pow(2).mean()
+        action_loss = -(log_probs * (rollouts.returns - values).detach()).mean()
+        {step}
+        return value_loss.item(), action_loss.item()
+"""
+
+
+def test_an_update_that_steps_the_optimizer_once_per_outer_loop(tmp_path):
+    stepping = "(value_loss + action_loss).backward()\n        self.optimizer.step()"
+    found = _run(tmp_path, {"main.py": A2C_MAIN, "algo.py": A2C_ALGO.format(step=stepping)})
+    assert found == [("algo.py", "TL101", 15)] * 2  # both .item(): the outer loop is the loop of optimizer steps
+    (tmp_path / "b").mkdir()
+    found = _run(tmp_path / "b", {"main.py": A2C_MAIN, "algo.py": A2C_ALGO.format(step="pass")})
+    assert found == []  # no optimizer step in update(): the outer loop runs once per rollout, like an epoch

@@ -78,7 +78,8 @@ def _lint_job(job: tuple[Path, Config, bool, bool, dict | None]) -> tuple[list, 
     from tracelint.source.lint import _Run, lint_in_run
 
     path, config, fix, unsafe, part = job
-    run = _Run(*part) if part is not None else None  # (entries, on_device, graph_collates, precision, pinned)
+    # (entries, on_device, graph_collates, precision, pinned, stepping)
+    run = _Run(*part) if part is not None else None
     return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe, run=run)
 
 
@@ -109,8 +110,8 @@ def lint_paths(
         # fix must know them before it is written.
         asked = fix and any(config.enabled("TL401") or config.enabled("TL404") for _, config in files)
         precision = program_precision([path for path, _ in files]) if asked else {}
-        parts: list[tuple | None] = [({}, False, collates, precision.get(path, frozenset()) if fix else None, {})
-                                     for path, _ in files]
+        parts: list[tuple | None] = [({}, False, collates, precision.get(path, frozenset()) if fix else None, {},
+                                      frozenset()) for path, _ in files]
     else:
         parts = [None] * len(files)
     jobs = [(path, config, fix, unsafe_fixes, part) for (path, config), part in zip(files, parts, strict=True)]
@@ -143,19 +144,20 @@ def _run_jobs(jobs: list, progress: bool = False) -> Iterator[tuple[list, object
 def _follow_calls(jobs: list, results: list[tuple[list, object]]) -> None:
     """Analyse again, with their entry points, the files whose functions other files of the run call every step
     (runcalls.resolve), and add the findings that brings to their results (in place, before their FileChecked)."""
-    from tracelint.source.runcalls import MAX_ROUNDS, RunCalls, pinned_parameters, resolve
+    from tracelint.source.runcalls import MAX_ROUNDS, RunCalls, pinned_parameters, resolve, stepping_calls
 
     index = {job[0]: i for i, job in enumerate(jobs)}
     calls = {job[0]: result[1] or RunCalls() for job, result in zip(jobs, results, strict=True)}
     done: dict[Path, tuple[dict, bool, frozenset[str], frozenset[str]]] = {}
     for _ in range(MAX_ROUNDS):
         entries, device = resolve(calls)
-        pinned = pinned_parameters(calls)
+        pinned, stepping = pinned_parameters(calls), stepping_calls(calls)
         collates = jobs[0][4][2]
-        parts = {path: (entries.get(path, {}), path in device, collates, jobs[index[path]][4][3], pinned.get(path, {}))
-                 for path in {*entries, *device, *pinned} if path in index}
+        parts = {path: (entries.get(path, {}), path in device, collates, jobs[index[path]][4][3], pinned.get(path, {}),
+                        stepping.get(path, frozenset()))
+                 for path in {*entries, *device, *pinned, *stepping} if path in index}
         wanted = {path: part for path, part in parts.items()
-                  if part != done.get(path, ({}, False, collates, jobs[index[path]][4][3], {}))}
+                  if part != done.get(path, ({}, False, collates, jobs[index[path]][4][3], {}, frozenset()))}
         if not wanted:
             return
         again = [(path, jobs[index[path]][1], False, False, part) for path, part in wanted.items()]

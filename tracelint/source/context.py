@@ -253,6 +253,8 @@ class FileContext:
         self.own_precision = own_precision
         # {"f" or "C.m": positions or keywords}: parameters another file of the run passes a pinned DataLoader
         self.pinned_parameters: dict[str, frozenset[int | str]] = {}
+        # imported functions that step an optimizer in another file of the run (runcalls.stepping_calls)
+        self.stepping_targets: frozenset[str] = frozenset()
         self.ast_tree = None  # Python's ``ast`` of ``source`` when the screen already has it (for ``flow``)
         self.defer_precision = defer_precision
         self.pending: set[str] = set()

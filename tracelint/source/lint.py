@@ -132,6 +132,7 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     if look is not None:
         ctx.ast_tree = look.tree
     ctx.pinned_parameters = pinned
+    ctx.stepping_targets = run.stepping if run is not None else frozenset()
     project_calls = found is None or PROJECT_CALL in found
     found = run_rules(ctx, [cls(ctx) for cls in active])
     if run is not None:
@@ -189,6 +190,7 @@ class _Run:
     precision: frozenset[str] | None = frozenset()  # runcalls.program_precision of this file (None: settled after
                                                      # the analysis, runcalls.settle)
     pinned: dict[str, frozenset[int | str]] = field(default_factory=dict)  # runcalls.pinned_parameters of the file
+    stepping: frozenset[str] = frozenset()  # runcalls.stepping_calls of the file
     defines: frozenset[str] | None = None  # the screen's Look.defines (None: Python's parser did not take the file)
     calls: RunCalls | None = None
 

@@ -351,6 +351,8 @@ class Facts(Values):
         self._body_steps: dict[cst.BaseSuite, bool] = {}
         # Functions of this file that per-step loops of other files of the run call ({"f" or "C.m": Entry}).
         self.entries: dict[str, Entry] = getattr(tree, "entries", None) or {}
+        # Imported functions that step an optimizer in another file of the run (runcalls.stepping_calls)
+        self.stepping_targets: frozenset[str] = getattr(tree, "stepping_targets", None) or frozenset()
         self.callers = Callers(self)
 
     def _skipped_by_continue(self, block: cst.IndentedBlock, stmt: cst.CSTNode) -> bool:
@@ -489,8 +491,10 @@ class Facts(Values):
         known = self._body_steps.get(body)
         if known is None:
             self._body_steps[body] = False  # recursion (a function calling itself) stops here
+            stepping = self.stepping_targets
             known = self._body_steps[body] = _body_steps(body) or any(
-                isinstance(node, cst.Call) and any(_body_steps(fn.body) for fn in self.callers.callees(node))
+                isinstance(node, cst.Call) and (any(_body_steps(fn.body) for fn in self.callers.callees(node)) or
+                                                bool(stepping) and not stepping.isdisjoint(self.callers.imported(node)))
                 for node in _own_nodes(body))
         return known
 

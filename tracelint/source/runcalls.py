@@ -48,6 +48,7 @@ class RunCalls:
     pending: frozenset[str] = frozenset()  # TL401/TL404: its findings stand only if its program agrees (settle)
     pinned: tuple[tuple[str, int | str], ...] = ()  # (target, position or keyword): a pinned DataLoader passed to
                                                     # an imported function (TL203 follows it there)
+    stepping: frozenset[str] = frozenset()  # "f", "C.m" of this file whose body steps an optimizer (or calls backward)
 
 
 # -- resolving the calls of a run -----------------------------------------------------------------------------
@@ -77,6 +78,24 @@ def resolve(files: dict[Path, RunCalls]) -> tuple[dict[Path, dict[str, Entry]], 
                     device.add(module.path)
                 break
     return entries, device
+
+
+def stepping_calls(files: dict[Path, RunCalls]) -> dict[Path, frozenset[str]]:
+    """{file: targets}: the imported functions each file calls (``device_calls``) that step an optimizer in another
+    file of the run (``agent.update(rollouts)`` where A2C's ``update()`` runs one optimizer step): a loop whose own
+    body calls one is a loop of steps, however many environment steps a nested loop takes first."""
+    modules = [_Module(p, _parts(p), c) for p, c in files.items()]
+    found: dict[Path, frozenset[str]] = {}
+    for caller in modules:
+        targets = set()
+        for target in caller.calls.device_calls:
+            for module, member in _candidates(target, caller, modules):
+                if module.path != caller.path and member in module.calls.stepping:
+                    targets.add(target)
+                break
+        if targets:
+            found[caller.path] = frozenset(targets)
+    return found
 
 
 def pinned_parameters(files: dict[Path, RunCalls]) -> dict[Path, dict[str, frozenset[int | str]]]:
