@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from itertools import product
 
-from tracelint.source.astnames import ast_dotted_name
+from tracelint.source.astnames import ast_dotted_name, children
 
 MAX_DEPTH = 10       # bindings followed from a use to a literal
 MAX_VALUES = 8       # the values a name may hold, at most (else unknown)
@@ -96,13 +96,13 @@ class Flow:
             if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 if isinstance(scope, ast.ClassDef):
                     self.owner[node] = scope
-                work.extend((child, node, cls, node) for child in ast.iter_child_nodes(node))
+                work.extend((child, node, cls, node) for child in children(node))
             elif kind is ast.Lambda:
-                work.extend((child, node, cls, node) for child in ast.iter_child_nodes(node))
+                work.extend((child, node, cls, node) for child in children(node))
             elif kind is ast.ClassDef:
-                work.extend((child, node, node, names) for child in ast.iter_child_nodes(node))
+                work.extend((child, node, node, names) for child in children(node))
             else:
-                work.extend((child, scope, cls, names) for child in ast.iter_child_nodes(node))
+                work.extend((child, scope, cls, names) for child in children(node))
 
     def _bind(self, scope: ast.AST, target: ast.expr, value: ast.expr | None, cls: ast.ClassDef | None) -> None:
         if isinstance(target, ast.Starred):

@@ -223,6 +223,7 @@ _PRECISION_WORDS = (b"tf32", b"float32_matmul_precision", b"autocast", b"half", 
 _MATMUL_OPS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.baddbmm", "torch.addmm", "torch.einsum",
                          "torch.nn.functional.linear", "torch.nn.functional.scaled_dot_product_attention"})
 _MATMUL_METHODS = frozenset({"matmul", "bmm", "mm", "baddbmm"})
+_MATMUL_NAMES = _MATMUL_METHODS | frozenset(name.rsplit(".", 1)[-1] for name in _MATMUL_OPS)  # as written
 _MATMUL_LAYERS = frozenset({"torch.nn.MultiheadAttention", "torch.nn.Transformer", "torch.nn.TransformerEncoderLayer",
                             "torch.nn.TransformerDecoderLayer", "torch.nn.TransformerEncoder"})
 # Class names of models made of large matmuls (``Transformer(...)``, ``GPT(config)``, ``LlamaForCausalLM``).
@@ -252,7 +253,7 @@ def precision_settings(text: str | bytes) -> frozenset[str]:
     scan = PrecisionScan(_imports(tree), cache(lambda: Flow(tree)))
     for node in ast.walk(tree):
         scan.visit(node)
-    return frozenset(scan.found)
+    return scan.result()
 
 
 def mentions_precision(text: str) -> bool:
@@ -271,6 +272,17 @@ class PrecisionScan:
         self.found: set[str] = set()
         if any(name.split(".")[0] == "transformers" for name in imports.values()):
             self.found.add(MATMUL)
+        self.classes: list[tuple[int, int]] = []  # the lines of each class
+        self.matmuls: list[int] = []  # the lines of ``@``, ``torch.matmul``, ``x.bmm``...
+
+    def result(self) -> frozenset[str]:
+        """The settings found; MATMUL also when a matmul lies in a class (``_class_matmul``: a model's method, not a
+        mel filterbank applied in a data function)."""
+        if MATMUL not in self.found and self.matmuls and self.classes:
+            spans = sorted(self.classes)
+            if any(first <= line <= last for line in self.matmuls for first, last in spans):
+                self.found.add(MATMUL)
+        return frozenset(self.found)
 
     def visit(self, node: ast.AST) -> None:
         imports, found = self.imports, self.found
@@ -286,9 +298,13 @@ class PrecisionScan:
             if written in _PRECISION_CALLS or _MATMUL_MODELS.search(written) or written in imports or any(
                     k.arg in ("precision", "mixed_precision") for k in node.keywords):
                 found.update(_precision_call(node, imports, self._large))
+            if (written in _MATMUL_NAMES or written in imports) and _matmul_call(node, imports):
+                self.matmuls.append(node.lineno)
+        elif kind is ast.BinOp:
+            if type(node.op) is ast.MatMult:
+                self.matmuls.append(node.lineno)
         elif kind is ast.ClassDef:
-            if MATMUL not in found and _class_matmul(node, imports):
-                found.add(MATMUL)
+            self.classes.append((node.lineno, node.end_lineno or node.lineno))
         elif kind is ast.Assign:
             for target in node.targets:
                 name = _resolved(target, imports) or ""
@@ -345,17 +361,11 @@ def _precision_call(call: ast.Call, imports: dict[str, str],
     return set()
 
 
-def _class_matmul(cls: ast.ClassDef, imports: dict[str, str]) -> bool:
-    """A class (a model's module) computes matmuls in its methods: ``q @ k.transpose(-2, -1)``, ``torch.bmm``,
-    ``F.linear``. Matmuls outside classes (a mel filterbank applied in a data function) are left out: small next to a
-    model's layers."""
-    for node in ast.walk(cls):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-            return True
-        if isinstance(node, ast.Call) and (_resolved(node.func, imports) in _MATMUL_OPS or
-                                           isinstance(node.func, ast.Attribute) and node.func.attr in _MATMUL_METHODS):
-            return True
-    return False
+def _matmul_call(call: ast.Call, imports: dict[str, str]) -> bool:
+    """``torch.bmm(a, b)``, ``F.linear(x, w)``, ``q.matmul(k)``: a matmul (counted when it lies in a class: a model's
+    methods; matmuls outside classes, a mel filterbank applied in a data function, are small next to its layers)."""
+    return _resolved(call.func, imports) in _MATMUL_OPS or \
+        isinstance(call.func, ast.Attribute) and call.func.attr in _MATMUL_METHODS
 
 
 def _literal(expr: ast.expr | None) -> object:

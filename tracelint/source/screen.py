@@ -30,7 +30,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from tracelint.engine.catalog import catalog
-from tracelint.source.astnames import ast_dotted_name
+from tracelint.source.astnames import ast_dotted_name, children, skipped_depth
 from tracelint.source.flow import Flow
 from tracelint.source.runcalls import PrecisionScan, mentions_precision
 from tracelint.source.vocab import (
@@ -136,7 +136,7 @@ def examine(text: str) -> Look:
     screen = _Screen(tree, precision=mentions_precision(text))
     try:
         found = screen.run()
-        precision = frozenset(screen.precision.found) if screen.precision is not None else frozenset()
+        precision = screen.precision.result() if screen.precision is not None else frozenset()
         return Look(found, depth=screen.depth, defines=_defines(tree), precision=precision, tree=tree)
     except Exception:  # noqa: BLE001 - RecursionError, or a bug here: then nothing is screened out (always sound)
         return Look(None, depth=screen.depth)
@@ -269,8 +269,8 @@ class _Screen:
         all_loops: list[tuple[ast.AST, tuple[ast.AST, ...]]] = []
         while work:
             node, scope, depth, loops, fn = work.pop()
-            if depth > deepest:
-                deepest = depth
+            if depth + 1 > deepest and depth + skipped_depth(node) > deepest:
+                deepest = depth + skipped_depth(node)
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     self._torch_module(alias.name)
@@ -332,7 +332,7 @@ class _Screen:
             elif isinstance(node, _LOOPS):
                 all_loops.append((node, loops))
                 loops = (*loops, node)
-            work.extend((child, inner, depth + 1, loops, fn) for child in ast.iter_child_nodes(node))
+            work.extend((child, inner, depth + 1, loops, fn) for child in children(node))
         self.depth = deepest
         self.hot_loops = self._hot_loops(all_loops)
         # The functions that may run per step: called in a loop that may be a per-step loop (or inside one) or in a
@@ -535,7 +535,7 @@ class _Screen:
                     self.found.add(PROJECT_CALL)
             elif hot:
                 self._other(node, scope)
-            work.extend((child, scope, hot, loop, step) for child in ast.iter_child_nodes(node))
+            work.extend((child, scope, hot, loop, step) for child in children(node))
 
     def _other(self, node: ast.AST, scope: ast.AST) -> None:
         found = self.found
