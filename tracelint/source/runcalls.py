@@ -318,6 +318,8 @@ class PrecisionScan:
         """An ``nn.Linear`` (``sizes``: in, out) whose weight has at least ``_LARGE_LINEAR`` squared elements, or,
         with one size unknown, whose other size is at least ``_LARGE_LINEAR``; sizes are literals or found through
         the file's data flow (the 4096 of ``nn.Linear(d, 4 * d)`` in ``Block(1024)``)."""
+        if MATMUL in self.found:
+            return False  # known already: no data flow needed
         known = [self._ints(size) for size in sizes]
         if all(known):
             return max(known[0]) * max(known[1]) >= _LARGE_LINEAR ** 2  # type: ignore[index]

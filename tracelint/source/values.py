@@ -39,8 +39,6 @@ class Tree(Protocol):
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]: ...
     def qualified_name(self, expr: cst.BaseExpression) -> str | None: ...
     def code_for(self, node: cst.CSTNode) -> str: ...
-    def device(self, expr: cst.BaseExpression) -> bool | None: ...  # flow.py: bound to an accelerator, the CPU, or ?
-    def ints(self, expr: cst.BaseExpression) -> frozenset[int] | None: ...  # flow.py: the integers it may hold
     def bound(self, expr: cst.BaseExpression) -> list | None: ...  # flow.py: what it may hold (ast expressions)
 
 
@@ -336,11 +334,16 @@ class Values:
             if self._host_element(name.value, before[-1], table):
                 return Kind.HOST
             return self._binding_kind(before[-1], found, scope, depth)
-        if not found and self.tree.ints(name) is not None:
-            return Kind.HOST  # a module constant, a parameter the file's calls give integers (flow.py)
+        if not found and scope is not self.tree.module and self._module_number(name.value):
+            return Kind.HOST  # a module constant (``BOS_ID = 50256``)
         # A loop-carried name bound later in the loop: trust it only when every binding agrees.
         kinds = {self._binding_kind(b, found, scope, depth) for b in found}
         return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
+
+    def _module_number(self, name: str) -> bool:
+        """``name`` is bound at module level only to number literals."""
+        bound = self.bindings(self.tree.module).bindings.get(name, ())
+        return bool(bound) and all(isinstance(b.value, (cst.Integer, cst.Float)) and not b.augmented for b in bound)
 
     def _binding_kind(self, binding: Binding, all_bindings, scope, depth: int) -> Kind:
         if binding.loop_index:
@@ -560,9 +563,6 @@ class Values:
         not a name only ever bound to those."""
         if _is_cpu(expr, self.tree) or _is_dtype(expr, self.tree):
             return False
-        verdict = self.tree.device(expr) if depth == 0 else None
-        if verdict is not None:  # what the file bound it to (flow.py)
-            return verdict
         if isinstance(expr, cst.SimpleString):
             return literal(expr) != "meta"
         if isinstance(expr, cst.Name) and depth < 4:
