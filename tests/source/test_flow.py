@@ -209,3 +209,25 @@ for step in range(100):
 def test_tl204_asks_what_the_device_is_bound_to(lint, binding, device, flagged):
     found = lint(STEP.format(binding=binding, device=device)).codes("TL204")
     assert bool(found) is flagged
+
+
+@pytest.mark.parametrize("made, flagged, fixed", [
+    ("torch.arange(64).view(-1, 1)", True, "torch.arange(64, device=dev).view(-1, 1)"),  # a shape method, then moved
+    ("torch.zeros(64, 3, 2).float()", True, "torch.zeros(64, 3, 2, device=dev).float()"),
+    ("torch.FloatTensor(64, 8).fill_(0)", True, None),              # the legacy form of torch.zeros: no device=
+    ("torch.tril(torch.ones(8, 8)).type(torch.ByteTensor)", True, None),  # .type() would undo a device=
+    ("torch.exp(-2.0 * torch.arange(0, 8) / 8)", True, None),      # computed on the host from a creation
+    ("torch.FloatTensor(obs)", False, None),                        # data the host has: a copy of values
+    ("torch.arange(64).view(-1, 1).type(torch.cuda.LongTensor)", False, None),  # the move is .type() itself
+])
+def test_tl204_follows_a_creation_through_shape_and_dtype_methods(lint, made, flagged, fixed):
+    source = ("import torch\ndev = torch.device('cuda')\nmodel = torch.nn.Linear(8, 8).to(dev)\n"
+              f"for step in range(100):\n    x = {made}.to(dev)\n    loss = model(x.float()).sum()\n"
+              "    loss.backward()\n")
+    found = [f for f in lint(source).findings if f.code == "TL204"]
+    assert bool(found) is flagged
+    if found:
+        assert (found[0].fix is not None) is (fixed is not None)
+        if fixed is not None:
+            from tracelint.source.fix import apply_edits
+            assert f"x = {fixed}\n" in apply_edits(source, found[0].fix.edits)

@@ -58,7 +58,8 @@ MASK_INDEX = "mask-index"          # x[mask] with a mask-shaped index           
 DATALOADER = "dataloader"          # a DataLoader call                                    TL201, TL202
 PINNED_COPY = "pinned-copy"        # .to() / .cuda() in a loop of a file that builds a DataLoader    TL203
 ZERO_GRAD = "zero-grad"            # zero_grad(set_to_none=False)                         TL301
-HOST_BUILT = "host-built"          # .cuda() / .to() of a call named like a creation op (zeros, arange...)  TL204
+HOST_BUILT = "host-built"          # .cuda() / .to() of an expression holding a call named like a creation op
+                                   # (zeros, arange...) or a legacy constructor (FloatTensor)           TL204
 ELEMENT_LOOP = "element-loop"      # a loop in a loop: for i in range(n) indexing [i], or for row in a name  TL502
 OFF_TILE = "off-tile-size"         # Linear/Embedding/ConvNd given a size >= 1024 not a multiple of 8 (a literal
                                    # or a module constant)                                                TL404
@@ -581,7 +582,10 @@ class _Screen:
                 found.add(ZERO_GRAD)
         if method in ("to", "cuda"):
             self.device_copy = True  # anywhere: TL203 follows batch names into defs nested in the loop
-            if isinstance(func.value, ast.Call) and self._leaves(func.value.func) & _CREATION_CALLS:
+            if isinstance(func.value, (ast.Call, ast.BinOp, ast.UnaryOp)) and any(
+                    isinstance(n, ast.Call) and (self._leaves(n.func) & _CREATION_CALLS or
+                                                 any(leaf.endswith("Tensor") for leaf in self._leaves(n.func)))
+                    for n in ast.walk(func.value)):
                 found.add(HOST_BUILT)  # anywhere: TL204 follows calls of the helper that builds it
         if not hot:
             return
