@@ -170,3 +170,38 @@ def test_an_update_that_steps_the_optimizer_once_per_outer_loop(tmp_path):
     (tmp_path / "b").mkdir()
     found = _run(tmp_path / "b", {"main.py": A2C_MAIN, "algo.py": A2C_ALGO.format(step="pass")})
     assert found == []  # no optimizer step in update(): the outer loop runs once per rollout, like an epoch
+
+
+def test_a_return_in_a_function_body_ends_the_call_not_the_loop(lint):
+    helper = """\
+        import torch
+        import torch.distributed as dist
+
+
+        def all_reduce_mean(x):
+            if dist.get_world_size() > 1:
+                x_reduce = torch.tensor(x).cuda()
+                dist.all_reduce(x_reduce)
+                return x_reduce.item()
+            return x
+
+
+        for step, batch in enumerate(loader):
+            loss = model(batch.cuda())
+            loss.backward()
+            value = all_reduce_mean(loss.detach())
+        """
+    assert lint(helper).codes() == [("TL101", 9)]
+    # a return from inside the loop ends the loop: the branch runs once
+    once = """\
+        import torch
+
+
+        def train(loader):
+            for step, batch in enumerate(loader):
+                loss = model(batch.cuda())
+                loss.backward()
+                if step >= 1000:
+                    return loss.item()
+        """
+    assert lint(once).codes() == []

@@ -415,6 +415,23 @@ class Facts(Values):
                 for small in stmt.body)
             for stmt in body)
 
+    def _terminal(self, guard: cst.If) -> bool:
+        """The block of ``guard`` ends the per-step loop (``break``, ``raise``, ``sys.exit()``, or a ``return`` from
+        inside a loop of its function): it runs once. A ``return`` in a function's own body (``if world_size > 1:
+        ...; return x.item()``) only ends that call: the branch runs on every call."""
+        if not _ends_loop_or_function(guard.body, self.tree):
+            return False
+        last = guard.body.body[-1]
+        small = last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else last
+        if not isinstance(small, cst.Return):
+            return True
+        for parent in self.tree.ancestors(guard):
+            if isinstance(parent, (cst.For, cst.While)):
+                return True
+            if isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+        return True
+
     def _flush_guard(self, guard: cst.If) -> bool:
         """``if len(pending) == N: ...; pending.clear()``: a buffer flushed when full runs its body once every N
         appends, not every step."""
@@ -528,8 +545,7 @@ class Facts(Values):
                 # around the generator's step), not a logging interval
                 if polarity != 0 and self.body_steps(parent.body if polarity == 1 else parent.orelse or parent.body):
                     polarity = 0
-                if child is parent.body and (polarity == 1 or _ends_loop_or_function(parent.body, tree)
-                                             or self._diagnostic(parent)):
+                if child is parent.body and (polarity == 1 or self._terminal(parent) or self._diagnostic(parent)):
                     return None
                 if child is parent.orelse and polarity == -1:
                     return None
