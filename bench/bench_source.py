@@ -6,6 +6,9 @@ Peer: TorchFix in its own venv (bench/.cache/venv-torchfix), created on first us
 Both tools get the same package directory as one command, with their default parallelism and default rule set.
 Also times the pre-commit case: one process start on one training-related file (median of --repeat runs).
 
+Also times the floor every libcst-based linter pays: one bare `libcst.parse_module` of each file of the package, in one
+process (the row "libcst parse"), and prints tracelint's time as a fraction of it (issue #29: timm <= 0.6x).
+
 Prints a table; the ratio columns are tool / tracelint, for wall time and for CPU time (higher = tracelint faster).
 """
 
@@ -24,6 +27,15 @@ from _benchutil import CACHE, REPO, ensure_venv, log, measure_median, resolve_tr
 PACKAGES = ("timm", "torchvision")
 DEFAULT_ONE_FILE = "timm/timm/data/loader.py"  # DataLoader construction: what a pre-commit hook sees in training code
 EXAMPLE = REPO / "fixtures" / "examples" / "train.py"  # the README's example: findings, so libcst is loaded
+# One bare parse of every .py file under argv[1] in this one process: what any libcst linter pays at least.
+BARE_PARSE = r"""
+import sys, pathlib, libcst
+for f in sorted(pathlib.Path(sys.argv[1]).rglob("*.py")) if pathlib.Path(sys.argv[1]).is_dir() else [sys.argv[1]]:
+    try:
+        libcst.parse_module(pathlib.Path(f).read_bytes())
+    except Exception:
+        pass
+"""
 DIAG_RE = re.compile(rb"^\S.*:\d+:\d+:? ", re.M)  # path:line:col: CODE message
 
 
@@ -71,6 +83,7 @@ def main() -> int:
                          f"screen passes without parsing, and {EXAMPLE.relative_to(REPO)}, which has findings)")
     ap.add_argument("--torchfix-select", help="TorchFix --select value (default: TorchFix's default rule set)")
     ap.add_argument("--skip-torchfix", action="store_true")
+    ap.add_argument("--skip-parse", action="store_true", help="leave out the bare libcst parse of each package")
     args = ap.parse_args()
     load0 = os.getloadavg()
 
@@ -97,6 +110,8 @@ def main() -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     cases = [(n, corpus[n], args.corpus_repeat) for n in names]
     cases += [(f"1 file ({f.name})", f, args.repeat) for f in one_files]
+    parse_argv = None if args.skip_parse else [sys.executable, "-c", BARE_PARSE]
+    fractions = []
 
     rows = []
     for label, path, repeat in cases:
@@ -110,6 +125,14 @@ def main() -> int:
                 log(f"[warn] {tool} exited {r['rc']}:\n{tail(r['stderr'])}")
             r["diags"] = len(DIAG_RE.findall(Path(r["stdout"]).read_bytes()))
             res[tool] = r
+        if parse_argv and path.is_dir():
+            log(f"[run] libcst parse of {label}, one process, x{repeat}")
+            res["libcst parse"] = r = measure_median([*parse_argv, str(path)], repeat)
+            r["diags"] = 0
+            base = res.get("tracelint")
+            if base and base["rc"] in (0, 1):
+                fractions.append(f"{label}: tracelint / bare libcst parse = {base['wall'] / r['wall']:.2f}x wall, "
+                                 f"{base['cpu'] / r['cpu']:.2f}x CPU ({base['wall']:.2f} s vs {r['wall']:.2f} s)")
         base = res.get("tracelint")
         if base and base["rc"] not in (0, 1):
             base = None  # failed run: no ratio
@@ -121,6 +144,8 @@ def main() -> int:
 
     print(table(["tool", "corpus", "files", "lines", "wall s", "cpu s", "peak RSS MB", "diag lines", "rc",
                  "wall ratio", "cpu ratio"], rows))
+    for line in fractions:
+        print(line)
     print(f"machine: {os.cpu_count()} CPUs, load average at start {load0[0]:.1f}, at end {os.getloadavg()[0]:.1f}")
     return 0
 

@@ -192,6 +192,10 @@ GUARDED = {
     # a threshold check that only prints runs when something is off
     "if stats['loss'] > 10.0:\n        print('large loss', loss.max().item())": False,
     "if stats['loss'] > 10.0:\n        print('large loss', loss.max().item())\n        clip(model)": True,
+    # the number of something is a size, not a counter: ``n_classes == 1`` is a model branch taken every step
+    "if net.n_classes == 1:\n        assert loss.min() >= 0": True,
+    "if num_layers == 1:\n        print(loss.item())": True,
+    "if n == 0:\n        print(loss.item())": False,
     # opt-in switches that exist to synchronize or time
     "if args.synchronize_step:\n        torch.cuda.synchronize()": False,
     "if timing:\n        torch.cuda.synchronize()": False,

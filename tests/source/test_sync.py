@@ -50,6 +50,9 @@ def train(*body: str) -> str:
 # Each case: the lines after TRAIN (indented into the loop) and the codes expected there (line 7 = first added).
 FLAGGED = {
     "item": (["print(loss.item())"], [("TL101", 7)]),
+    # the environment needs actions on the host, not the loss of the actions (a name is what its last word says)
+    "action loss": (["stats.append(action_loss.item())"], [("TL101", 7)]),
+    "nonzero of a device tensor": (["idx = torch.nonzero(out > 0)"], [("TL106", 7)]),
     "item accumulate": (["total += loss.item()"], [("TL101", 7)]),
     "meter update": (["losses.update(loss.item(), x.size(0))"], [("TL101", 7)]),
     "cpu": (["preds.append(out.argmax(1).cpu())"], [("TL102", 7)]),
@@ -106,6 +109,9 @@ NOT_FLAGGED = {
     "is None test": ["if out is None:", "    pass"],
     "unknown truth": ["if args.clip:", "    pass", "v = float(args.lr)", "print(args)"],
     "env step": ["obs, r, done, info = env.step(action.item())", "envs.step(actions.cpu().numpy())"],
+    # a batch built on the host and moved at the end (a data generator): its nonzero counts on the host
+    "nonzero before the move": ["ids = x[0]", "starts = torch.nonzero(ids == 50256)", "ids = ids.to(device)"],
+    "an action for the host": ["next_action = policy(out).argmax().item()", "a = self.actions.cpu()"],
 }
 
 

@@ -233,7 +233,8 @@ def test_the_non_tensor_branch_of_a_type_test(body, expected):
 @pytest.mark.parametrize("moves, expected", [
     ("imgs = imgs.type(Tensor)", []),                                    # only the images go to the GPU
     ("imgs = imgs.to(device)", []),
-    ("imgs, targets = imgs.to(device), targets.to(device)", [("TL102", 2)]),  # targets moved too: no inference
+    # targets moved too, but after the read: on the host when read (a batch is built on the CPU, then moved)
+    ("imgs, targets = imgs.to(device), targets.to(device)", []),
     ("imgs = imgs.to(torch.float32)", [("TL102", 2)]),                   # a dtype is no move
 ])
 def test_a_batch_element_never_moved_stays_on_the_host(moves, expected):
@@ -242,8 +243,22 @@ def test_a_batch_element_never_moved_stays_on_the_host(moves, expected):
     assert lint(source) == expected
 
 
+def test_a_value_moved_to_the_device_later_is_on_the_host_until_then():
+    read = "    labels.append(targets[:, 1].cpu())\n"
+    moved = "    targets = targets.to(device)\n"
+    source = "for _, imgs, targets in loader:\n{}{}    out = model(imgs.cuda(), targets)\n"
+    assert lint(source.format(read, moved)) == []
+    assert lint(source.format(moved, read)) == [("TL102", 3)]  # moved first: the read copies it back
+    dtype = "    targets = targets.to(torch.int64)\n"  # a dtype change between keeps it where it was
+    assert lint(source.format(read, dtype + moved)) == []
+    again = "    targets = targets.to(device)\n    targets = targets * 2\n"  # rebound from the moved value first
+    assert lint(source.format(read, again)) == []
+
+
 def test_a_single_loop_target_is_not_inferred():
-    assert lint("for batch in loader:\n    ids = batch.cpu()\n    out = model(batch.cuda())\n") == [("TL102", 2)]
+    # moved after the read: on the host there; read after the move (or never moved), no inference: a sync
+    assert lint("for batch in loader:\n    ids = batch.cpu()\n    out = model(batch.cuda())\n") == []
+    assert lint("for batch in loader:\n    batch = batch.cuda()\n    ids = batch.cpu()\n") == [("TL102", 3)]
 
 
 def test_tolist_needs_evidence_of_a_tensor():

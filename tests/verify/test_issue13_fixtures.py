@@ -77,7 +77,8 @@ def test_candidate_tl101_pair_is_honest_and_measured_through_the_rules_fix():
 @pytest.mark.parametrize("name, variants", [
     # its conv blocks keep their bias before BatchNorm: TL403's (unsafe) fix is measured too
     ("loader_torchvision.py", ["TL403:47", "TL403:48", "TL202:59", "TL101:68", "all", "tf32", "bf16"]),
-    ("losses_append.py", ["TL101:52"]),
+    # a 4096-wide fp32 MLP whose sizes are module constants: TL401 sees them through data flow (issue #29)
+    ("losses_append.py", ["TL401:51", "TL101:52", "all"]),
 ])
 def test_issue_fixtures_give_every_variant_the_issue_asks_for(tmp_path, name, variants):
     precision = None if name.startswith("loader") else []

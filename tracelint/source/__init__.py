@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -77,7 +78,8 @@ def _lint_job(job: tuple[Path, Config, bool, bool, dict | None]) -> tuple[list, 
     from tracelint.source.lint import _Run, lint_in_run
 
     path, config, fix, unsafe, part = job
-    run = _Run(*part) if part is not None else None  # (entries, on_device, graph_collates, precision)
+    # (entries, on_device, graph_collates, precision, pinned, stepping)
+    run = _Run(*part) if part is not None else None
     return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe, run=run)
 
 
@@ -104,9 +106,12 @@ def lint_paths(
 
         collates = graph_collates([path for path, _ in files])
         # TL401 and TL404 judge a file by its program's precision settings; a run without them need not read them
-        asked = any(config.enabled("TL401") or config.enabled("TL404") for _, config in files)
+        # A plain run settles them after the analysis from each file's own (found where it is parsed: settle); a
+        # fix must know them before it is written.
+        asked = fix and any(config.enabled("TL401") or config.enabled("TL404") for _, config in files)
         precision = program_precision([path for path, _ in files]) if asked else {}
-        parts: list[tuple | None] = [({}, False, collates, precision.get(path, frozenset())) for path, _ in files]
+        parts: list[tuple | None] = [({}, False, collates, precision.get(path, frozenset()) if fix else None, {},
+                                      frozenset()) for path, _ in files]
     else:
         parts = [None] * len(files)
     jobs = [(path, config, fix, unsafe_fixes, part) for (path, config), part in zip(files, parts, strict=True)]
@@ -115,6 +120,8 @@ def lint_paths(
         print(file=sys.stderr)
     if len(files) > 1:
         _follow_calls(jobs, results)
+        if not fix:
+            _settle_precision(jobs, results)
     for items, _ in results:
         yield from items
 
@@ -137,18 +144,20 @@ def _run_jobs(jobs: list, progress: bool = False) -> Iterator[tuple[list, object
 def _follow_calls(jobs: list, results: list[tuple[list, object]]) -> None:
     """Analyse again, with their entry points, the files whose functions other files of the run call every step
     (runcalls.resolve), and add the findings that brings to their results (in place, before their FileChecked)."""
-    from tracelint.source.runcalls import MAX_ROUNDS, RunCalls, resolve
+    from tracelint.source.runcalls import MAX_ROUNDS, RunCalls, pinned_parameters, resolve, stepping_calls
 
     index = {job[0]: i for i, job in enumerate(jobs)}
     calls = {job[0]: result[1] or RunCalls() for job, result in zip(jobs, results, strict=True)}
     done: dict[Path, tuple[dict, bool, frozenset[str], frozenset[str]]] = {}
     for _ in range(MAX_ROUNDS):
         entries, device = resolve(calls)
+        pinned, stepping = pinned_parameters(calls), stepping_calls(calls)
         collates = jobs[0][4][2]
-        parts = {path: (entries.get(path, {}), path in device, collates, jobs[index[path]][4][3])
-                 for path in {*entries, *device} if path in index}
+        parts = {path: (entries.get(path, {}), path in device, collates, jobs[index[path]][4][3], pinned.get(path, {}),
+                        stepping.get(path, frozenset()))
+                 for path in {*entries, *device, *pinned, *stepping} if path in index}
         wanted = {path: part for path, part in parts.items()
-                  if part != done.get(path, ({}, False, collates, jobs[index[path]][4][3]))}
+                  if part != done.get(path, ({}, False, collates, jobs[index[path]][4][3], {}, frozenset()))}
         if not wanted:
             return
         again = [(path, jobs[index[path]][1], False, False, part) for path, part in wanted.items()]
@@ -165,7 +174,24 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]]) -> None:
                 rest = [i for i in old_items if not isinstance(i, Finding)]  # its errors, then its FileChecked
                 results[index[path]] = ([*found, *rest], results[index[path]][1])
             if more is not None:
-                calls[path] = more
+                old = results[index[path]][1]
+                calls[path] = replace(more, pending=more.pending | old.pending) if old is not None else more
+                results[index[path]] = (results[index[path]][0], calls[path])
+
+
+def _settle_precision(jobs: list, results: list[tuple[list, object]]) -> None:
+    """Drop the TL401/TL404 findings of files whose programs' precision settings do not call for them (runcalls.settle:
+    the rules reported them pending, as the settings of the other files were not known yet)."""
+    from tracelint.source.runcalls import settle
+
+    calls = {job[0]: result[1] for job, result in zip(jobs, results, strict=True) if result[1] is not None}
+    kept = settle(calls)
+    for i, (job, (items, told)) in enumerate(zip(jobs, results, strict=True)):
+        if told is None or not told.pending:
+            continue
+        dropped = told.pending - kept.get(job[0], frozenset())
+        if dropped:
+            results[i] = ([f for f in items if not (isinstance(f, Finding) and f.code in dropped)], told)
 
 
 def _parallel(jobs: list, workers: int) -> Iterator[list]:

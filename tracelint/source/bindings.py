@@ -136,3 +136,17 @@ def _type_tested(test: cst.BaseExpression) -> str | None:
         if types and all((dotted_name(t) or "").endswith("Tensor") for t in types):
             return test.args[0].value.value
     return None
+
+
+def target_nodes(target: cst.CSTNode) -> list[cst.CSTNode]:
+    """The Name / Attribute / Subscript nodes an assignment target binds."""
+    if isinstance(target, cst.Tuple | cst.List):
+        return [n for e in target.elements for n in target_nodes(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return target_nodes(target.value)
+    return [target]
+
+
+def names_in(target: cst.BaseExpression) -> list[cst.Name]:
+    """The names an assignment or loop target binds (``i, (x, y)`` -> i, x, y)."""
+    return [n for n in target_nodes(target) if isinstance(n, cst.Name)]

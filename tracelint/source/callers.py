@@ -194,8 +194,9 @@ class Callers:
         ``project_calls`` False (the screen saw no call of a project function in a loop) and no device evidence:
         only the definitions, without a walk of the module."""
         tree = self.tree
+        stepping = self._stepping()
         if not project_calls and not on_device and defines is not None:
-            return RunCalls(defines, (), on_device)
+            return RunCalls(defines, (), on_device, stepping=stepping)
         if defines is None:
             defines = frozenset(q for fn in self.index.functions if (q := qualname(fn, tree)) is not None)
         hot: list[HotCall] = []
@@ -203,7 +204,7 @@ class Callers:
         anywhere: set[str] = set()
         for name, calls in self.index.calls.items():
             for call in calls:
-                targets = [t for t in self._imported(call) if t not in seen]
+                targets = [t for t in self.imported(call) if t not in seen]
                 if not targets:
                     continue
                 anywhere.update(targets)
@@ -213,9 +214,19 @@ class Callers:
                 seen.update(targets)
                 description = f"`{name}()` (called at {self._where(call, with_path=True)}) in {loop.description}"
                 hot.extend(HotCall(target, description, on_device or loop.on_device) for target in targets)
-        return RunCalls(defines, tuple(hot), on_device, frozenset(anywhere) if on_device else frozenset())
+        return RunCalls(defines, tuple(hot), on_device, frozenset(anywhere) if on_device else frozenset(),
+                        stepping=stepping)
 
-    def _imported(self, call: cst.Call) -> list[str]:
+    def _stepping(self) -> frozenset[str]:
+        """The module-level functions and methods of this file whose body steps an optimizer or calls backward,
+        directly or through the file's own calls (``Facts.body_steps``)."""
+        source = getattr(self.tree, "source", "")
+        if ".step(" not in source and "backward(" not in source:
+            return frozenset()
+        return frozenset(q for fn in self.index.functions if (q := qualname(fn, self.tree)) is not None
+                         and self.facts.body_steps(fn.body))
+
+    def imported(self, call: cst.Call) -> list[str]:
         """The qualified names of the imported function or methods ``call`` may call: ``helper(x)``,
         ``mod.helper(x)``, ``agent.update()`` with ``agent = algo.PPO(...)`` (every class the name is assigned in
         the file: ``if args.algo == "ppo": agent = algo.PPO(...) else: agent = algo.A2C(...)``)."""

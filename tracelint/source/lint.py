@@ -36,8 +36,8 @@ from tracelint.engine.suppress import is_suppressed
 from tracelint.source.document import DocumentError, NotebookDocument, PythonDocument, read_document
 from tracelint.source.fix import NotWritten, choose_fixes, write_atomic
 from tracelint.source.limits import calm, hazard
-from tracelint.source.runcalls import Entry, RunCalls
-from tracelint.source.screen import PROJECT_CALL, SYNC_KINDS, examine, may_report, parse_quietly, sites
+from tracelint.source.runcalls import Entry, RunCalls, import_targets
+from tracelint.source.screen import PROJECT_CALL, SYNC_KINDS, Look, examine, may_report, parse_quietly, sites
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -108,11 +108,15 @@ def _syntax_error(text: str, exc) -> _ParseError:
 
 
 def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[type[SourceRule]],
-           config: Config, found: frozenset[str] | None, run: _Run | None = None) -> list[Finding]:
+           config: Config, found: frozenset[str] | None, run: _Run | None = None,
+           look: Look | None = None) -> list[Finding]:
     """The findings of ``rules`` on ``doc`` as the user sees them (config applied, suppressed ones dropped);
-    ``found`` is ``screen.sites(doc.text)``. With ``run`` (a run of several files: callers.py), the file's entry
-    points from the other files are used, and what it tells the others is stored in ``run.calls``."""
-    active = [cls for cls in rules if cls.wanted(doc.text) and may_report(cls.code, found)]
+    ``found`` is ``screen.sites(doc.text)``, ``look`` the screen's ``Look`` of it (its tree and precision settings).
+    With ``run`` (a run of several files: callers.py), the file's entry points from the other files are used, and
+    what it tells the others is stored in ``run.calls``."""
+    pinned = run.pinned if run is not None else {}
+    active = [cls for cls in rules if (cls.wanted(doc.text) or pinned and cls.follows_pinned_loaders)
+              and may_report(cls.code, found)]
     if not active and run is None:
         return []
     from tracelint.source.context import FileContext
@@ -122,15 +126,24 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     ctx = FileContext(display, doc.text, module, cell_lines=doc.cell_lines, entries=run.entries if run else None,
                       device_from_run=run.on_device if run else False,
                       graph_collates=run.graph_collates if run else frozenset(),
-                      program_precision=run.precision if run else None)
+                      program_precision=run.precision if run else None,
+                      own_precision=look.precision if look is not None and look.sites is not None else None,
+                      defer_precision=run is not None and run.precision is None)
+    if look is not None:
+        ctx.ast_tree = look.tree
+    ctx.pinned_parameters = pinned
+    ctx.stepping_targets = run.stepping if run is not None else frozenset()
     project_calls = found is None or PROJECT_CALL in found
     found = run_rules(ctx, [cls(ctx) for cls in active])
     if run is not None:
         from tracelint.source.loops import facts
 
         file_facts = facts(ctx)
-        run.calls = file_facts.callers.run_calls(on_device=file_facts.device_evidence(),
-                                                 project_calls=project_calls, defines=run.defines)
+        from tracelint.source.loader.facts import pinned_handoffs
+
+        run.calls = replace(file_facts.callers.run_calls(on_device=file_facts.device_evidence(),
+                                                         project_calls=project_calls, defines=run.defines),
+                            pending=frozenset(ctx.pending), pinned=pinned_handoffs(ctx))
     line_of = _line_lookup(doc)
     kept: list[Finding] = []
     for finding in found:
@@ -174,7 +187,10 @@ class _Run:
     entries: dict[str, Entry] = field(default_factory=dict)
     on_device: bool = False  # a file of the run with device evidence calls this file's functions
     graph_collates: frozenset[str] = frozenset()  # runcalls.graph_collates of the run
-    precision: frozenset[str] = frozenset()  # runcalls.program_precision of this file
+    precision: frozenset[str] | None = frozenset()  # runcalls.program_precision of this file (None: settled after
+                                                     # the analysis, runcalls.settle)
+    pinned: dict[str, frozenset[int | str]] = field(default_factory=dict)  # runcalls.pinned_parameters of the file
+    stepping: frozenset[str] = frozenset()  # runcalls.stepping_calls of the file
     defines: frozenset[str] | None = None  # the screen's Look.defines (None: Python's parser did not take the file)
     calls: RunCalls | None = None
 
@@ -226,16 +242,17 @@ def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_f
 
     if run is not None and look.sites is not None:
         run.defines = look.defines
-    found = look.sites if run is None or not run.entries else None  # an entry point makes any body per-step
+    # an entry point makes any body per-step; a pinned loader passed in makes any loop over a parameter a draw
+    found = look.sites if run is None or not (run.entries or run.pinned) else None
     codes = (code for code, rule_doc in catalog().items() if "source" in rule_doc.implemented_by)
     if found is not None and not any(may_report(code, found) for code in codes if wanted(code)):
         if run is None or PROJECT_CALL not in found:
-            return [FileChecked(display)], (RunCalls(look.defines) if run is not None else None)
+            return [FileChecked(display)], (_told(RunCalls(look.defines), doc, look) if run is not None else None)
     rules = [cls for cls in source_rules() if wanted(cls.code)]  # imports libcst and the rules: before any timer
     limit = config.file_time_limit
 
     def analyse() -> _Outcome:
-        return _analyse(doc, display, rules, config, found, fix, unsafe_fixes, run)
+        return _analyse(doc, display, rules, config, found, fix, unsafe_fixes, run, look)
 
     left = max(0.001, started + limit - time.monotonic())
     try:
@@ -265,7 +282,13 @@ def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_f
     calls = outcome.calls
     if calls is not None and look.sites is not None and not look.sites & SYNC_KINDS:
         calls = replace(calls, sync_sites=False)
-    return [*outcome.findings, *outcome.errors, done], calls
+    return [*outcome.findings, *outcome.errors, done], _told(calls, doc, look) if calls is not None else None
+
+
+def _told(calls: RunCalls, doc, look) -> RunCalls:
+    """``calls`` with what the run needs to settle the programs' precision: the file's own settings (the screen's,
+    found on its tree) and its imports."""
+    return replace(calls, precision=look.precision, imports=import_targets(doc.text.encode("utf-8", "surrogatepass")))
 
 
 def _unified_diff(path: Path, fixed: bytes, display: str) -> str:
@@ -279,11 +302,11 @@ def _unified_diff(path: Path, fixed: bytes, display: str) -> str:
 
 
 def _analyse(doc, display: str, rules, config: Config, found, fix: bool, unsafe: bool,
-             run: _Run | None = None) -> _Outcome:
+             run: _Run | None = None, look: Look | None = None) -> _Outcome:
     """The findings (and with ``fix`` the fixed document) of one file; every failure an InputError in the outcome.
     Writes nothing: it may run in a child process, and the time limit must never cut a write short."""
     try:
-        findings = _check(doc, display, rules, config, found, run)
+        findings = _check(doc, display, rules, config, found, run, look)
         if fix:
             outcome = _fix(doc, display, rules, config, findings, unsafe)
         else:

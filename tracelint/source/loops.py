@@ -20,10 +20,10 @@ import libcst as cst
 
 from tracelint.source.callers import Callers
 from tracelint.source.calls import literal
-from tracelint.source.context import FileContext, callee_name, dotted_name, iter_children
+from tracelint.source.context import FileContext, callee_name, dotted_name, iter_children, iter_descendants
 from tracelint.source.hotloop import HotLoop
 from tracelint.source.runcalls import Entry
-from tracelint.source.values import Tree, Values, is_number, words
+from tracelint.source.values import Tree, Values, head_word, is_number, words
 from tracelint.source.vocab import STEP_HOOKS as _STEP_HOOKS
 
 
@@ -208,6 +208,7 @@ def loop_description(loop: cst.For | cst.While, tree: Tree, steps: Steps = _body
 _RANK_WORDS = frozenset({"rank", "master", "main", "primary", "process", "gpu", "device", "world", "node", "zero"})
 _COUNTER_SUBSTRINGS = ("step", "iter", "idx", "batch", "count")
 _COUNTER_WORDS = frozenset({"i", "j", "k", "n", "t", "it", "global", "num", "index"})
+_SIZE_WORDS = frozenset({"n", "num"})  # a counter alone (``n``), a size with a noun (``n_classes``)
 _FLAG_WORDS = frozenset({
     "verbose", "debug", "debugging", "dry", "profile", "profiling", "profiler", "trace", "tracing", "visualize",
     "vis", "viz", "plot", "plotting", "sanity", "log", "logging", "wandb", "tensorboard", "print", "last", "first",
@@ -241,7 +242,12 @@ def _is_counter(expr: cst.BaseExpression, tree: Tree) -> bool:
     found = words(text)
     if found & _RANK_WORDS:
         return False
-    return bool(found & _COUNTER_WORDS) or any(s in text.lower() for s in _COUNTER_SUBSTRINGS)
+    if any(s in text.lower() for s in _COUNTER_SUBSTRINGS):
+        return True
+    last = words(text.rsplit(".", 1)[-1])
+    if last & _COUNTER_WORDS <= _SIZE_WORDS and last - _SIZE_WORDS:
+        return False  # ``n_classes``, ``num_layers``: the number of something, a size that does not advance
+    return bool(found & _COUNTER_WORDS)
 
 
 def guard_polarity(test: cst.BaseExpression, tree: Tree, facts: Facts | None = None) -> int:
@@ -345,6 +351,8 @@ class Facts(Values):
         self._body_steps: dict[cst.BaseSuite, bool] = {}
         # Functions of this file that per-step loops of other files of the run call ({"f" or "C.m": Entry}).
         self.entries: dict[str, Entry] = getattr(tree, "entries", None) or {}
+        # Imported functions that step an optimizer in another file of the run (runcalls.stepping_calls)
+        self.stepping_targets: frozenset[str] = getattr(tree, "stepping_targets", None) or frozenset()
         self.callers = Callers(self)
 
     def _skipped_by_continue(self, block: cst.IndentedBlock, stmt: cst.CSTNode) -> bool:
@@ -368,11 +376,11 @@ class Facts(Values):
         environment needs the host value of ``node`` to step, so reading it on the host is not a waste."""
         tree = self.tree
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
-                words(tree.code_for(node.func.value)) & _ACTION_WORDS:
+                head_word(tree.code_for(node.func.value)) in _ACTION_WORDS:
             return True
         for parent in tree.ancestors(node):
-            if isinstance(parent, cst.Assign):
-                return any(words(tree.code_for(t.target)) & _ACTION_WORDS for t in parent.targets)
+            if isinstance(parent, cst.Assign):  # ``action = ...``, not ``action_loss = ...`` (a loss)
+                return any(head_word(tree.code_for(t.target)) in _ACTION_WORDS for t in parent.targets)
             if isinstance(parent, cst.Return):  # def select_action(self, state): return self.actor(s).cpu()...
                 function = next((a for a in tree.ancestors(parent) if isinstance(a, cst.FunctionDef)), None)
                 return function is not None and bool(words(function.name.value) & _ACTION_WORDS)
@@ -407,6 +415,47 @@ class Facts(Values):
                 for small in stmt.body)
             for stmt in body)
 
+    def _terminal(self, guard: cst.If) -> bool:
+        """The block of ``guard`` ends the per-step loop (``break``, ``raise``, ``sys.exit()``, or a ``return`` from
+        inside a loop of its function): it runs once. A ``return`` in a function's own body (``if world_size > 1:
+        ...; return x.item()``) only ends that call: the branch runs on every call."""
+        if not _ends_loop_or_function(guard.body, self.tree):
+            return False
+        last = guard.body.body[-1]
+        small = last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else last
+        if not isinstance(small, cst.Return):
+            return True
+        for parent in self.tree.ancestors(guard):
+            if isinstance(parent, (cst.For, cst.While)):
+                return True
+            if isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+        return True
+
+    def _flush_guard(self, guard: cst.If) -> bool:
+        """``if len(pending) == N: ...; pending.clear()``: a buffer flushed when full runs its body once every N
+        appends, not every step."""
+        test = guard.test
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(
+                test.comparisons[0].operator, (cst.Equal, cst.GreaterThan, cst.GreaterThanEqual)):
+            return False
+        left = test.left
+        if not (isinstance(left, cst.Call) and self.tree.qualified_name(left.func) == "builtins.len" and
+                len(left.args) == 1):
+            return False
+        buffer = dotted_name(left.args[0].value)
+        if buffer is None:
+            return False
+        for node in iter_children(guard.body):
+            for inner in (node, *iter_descendants(node)):
+                if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and \
+                        inner.func.attr.value == "clear" and dotted_name(inner.func.value) == buffer:
+                    return True
+                if isinstance(inner, cst.Assign) and isinstance(inner.value, cst.List) and not inner.value.elements \
+                        and any(dotted_name(t.target) == buffer for t in inner.targets):
+                    return True
+        return False
+
     def counts(self, expr: cst.BaseExpression) -> bool:
         """``expr`` is a counter: ``len(...)``, a loop index, or a name only ever incremented (``n += 1``)."""
         if isinstance(expr, cst.Call) and self.tree.qualified_name(expr.func) == "builtins.len":
@@ -435,8 +484,23 @@ class Facts(Values):
     # -- hot loops ------------------------------------------------------------------------------------------
     def loop_description(self, loop: cst.For | cst.While) -> str | None:
         if loop not in self._loops:
-            self._loops[loop] = loop_description(loop, self.tree, self.body_steps)
+            self._loops[loop] = None if self._buffered(loop) else loop_description(loop, self.tree, self.body_steps)
         return self._loops[loop]
+
+    def _buffered(self, loop: cst.For | cst.While) -> bool:
+        """``for logged_step, logits in pending:`` inside a loop that appends to ``pending``: a walk over what
+        earlier steps kept (a flush), not a loop of steps, whatever its target's name says."""
+        if not isinstance(loop, cst.For) or not isinstance(loop.iter, cst.Name) or self.body_steps(loop.body):
+            return False
+        name = loop.iter.value
+        for outer in self.tree.ancestors(loop):
+            if isinstance(outer, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(outer, (cst.For, cst.While)):
+                return any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and
+                           n.func.attr.value == "append" and isinstance(n.func.value, cst.Name) and
+                           n.func.value.value == name for n in iter_descendants(outer.body))
+        return False
 
     def body_steps(self, body: cst.BaseSuite) -> bool:
         """Does ``body`` step the optimizer itself, or through a call of a function of this file whose own body
@@ -444,8 +508,10 @@ class Facts(Values):
         known = self._body_steps.get(body)
         if known is None:
             self._body_steps[body] = False  # recursion (a function calling itself) stops here
+            stepping = self.stepping_targets
             known = self._body_steps[body] = _body_steps(body) or any(
-                isinstance(node, cst.Call) and any(_body_steps(fn.body) for fn in self.callers.callees(node))
+                isinstance(node, cst.Call) and (any(_body_steps(fn.body) for fn in self.callers.callees(node)) or
+                                                bool(stepping) and not stepping.isdisjoint(self.callers.imported(node)))
                 for node in _own_nodes(body))
         return known
 
@@ -474,13 +540,12 @@ class Facts(Values):
                     return HotLoop(parent, f"`{parent.name.value}` (runs every step)")
                 return self.callers.per_step(parent, depth)
             if isinstance(parent, cst.If):
-                polarity = self.guard_polarity(parent.test)
+                polarity = self.guard_polarity(parent.test) or (1 if self._flush_guard(parent) else 0)
                 # a periodic guard around the model's own update is its update cadence (``if i % n_critic == 0:``
                 # around the generator's step), not a logging interval
                 if polarity != 0 and self.body_steps(parent.body if polarity == 1 else parent.orelse or parent.body):
                     polarity = 0
-                if child is parent.body and (polarity == 1 or _ends_loop_or_function(parent.body, tree)
-                                             or self._diagnostic(parent)):
+                if child is parent.body and (polarity == 1 or self._terminal(parent) or self._diagnostic(parent)):
                     return None
                 if child is parent.orelse and polarity == -1:
                     return None

@@ -70,6 +70,8 @@ from tracelint.source.values import Kind
 class SourceRule(Rule):
     code: ClassVar[str] = ""
     triggers: ClassVar[tuple[str, ...]] = ()
+    # Runs in a file another file of the run passes a pinned DataLoader, whatever its text (ctx.pinned_parameters)
+    follows_pinned_loaders: ClassVar[bool] = False
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
-from tracelint.source.screen import ast_dotted_name
+from tracelint.source.astnames import ast_dotted_name
+from tracelint.source.flow import Flow
 from tracelint.source.vocab import GRAPH_BATCHING
 
 MAX_ROUNDS = 3  # cross-file passes (a helper module's helper in a third file)
@@ -40,6 +43,12 @@ class RunCalls:
     device: bool = False                   # the file shows device evidence itself
     device_calls: frozenset[str] = frozenset()  # with ``device``: the imported functions it calls anywhere
     sync_sites: bool = True                # the screen found host-device sync sites (device evidence matters)
+    precision: frozenset[str] = frozenset()  # the file's own precision settings (precision_settings)
+    imports: tuple[str, ...] = ()          # what it imports (import_targets): how programs connect files
+    pending: frozenset[str] = frozenset()  # TL401/TL404: its findings stand only if its program agrees (settle)
+    pinned: tuple[tuple[str, int | str], ...] = ()  # (target, position or keyword): a pinned DataLoader passed to
+                                                    # an imported function (TL203 follows it there)
+    stepping: frozenset[str] = frozenset()  # "f", "C.m" of this file whose body steps an optimizer (or calls backward)
 
 
 # -- resolving the calls of a run -----------------------------------------------------------------------------
@@ -69,6 +78,39 @@ def resolve(files: dict[Path, RunCalls]) -> tuple[dict[Path, dict[str, Entry]], 
                     device.add(module.path)
                 break
     return entries, device
+
+
+def stepping_calls(files: dict[Path, RunCalls]) -> dict[Path, frozenset[str]]:
+    """{file: targets}: the imported functions each file calls (``device_calls``) that step an optimizer in another
+    file of the run (``agent.update(rollouts)`` where A2C's ``update()`` runs one optimizer step): a loop whose own
+    body calls one is a loop of steps, however many environment steps a nested loop takes first."""
+    modules = [_Module(p, _parts(p), c) for p, c in files.items()]
+    found: dict[Path, frozenset[str]] = {}
+    for caller in modules:
+        targets = set()
+        for target in caller.calls.device_calls:
+            for module, member in _candidates(target, caller, modules):
+                if module.path != caller.path and member in module.calls.stepping:
+                    targets.add(target)
+                break
+        if targets:
+            found[caller.path] = frozenset(targets)
+    return found
+
+
+def pinned_parameters(files: dict[Path, RunCalls]) -> dict[Path, dict[str, frozenset[int | str]]]:
+    """{file: {"f" or "C.m": positions or keywords}}: the parameters of each file's functions that another file of
+    the run passes a pinned DataLoader (``evaluate(net, val_loader, device)`` with ``val_loader`` built in train.py
+    with ``pin_memory=True``)."""
+    modules = [_Module(p, _parts(p), c) for p, c in files.items()]
+    found: dict[Path, dict[str, set[int | str]]] = {}
+    for caller in modules:
+        for target, where in caller.calls.pinned:
+            for module, member in _candidates(target, caller, modules):
+                if module.path != caller.path:
+                    found.setdefault(module.path, {}).setdefault(member, set()).add(where)
+                break
+    return {path: {m: frozenset(w) for m, w in members.items()} for path, members in found.items()}
 
 
 def _parts(path: Path) -> tuple[str, ...]:
@@ -168,9 +210,10 @@ def _resolved(func: ast.expr, imports: dict[str, str]) -> str | None:
 # ``mixed_precision=``), ``FULL`` asks for full fp32 on purpose (``set_float32_matmul_precision("highest")``,
 # ``allow_tf32 = False``), ``EXTERNAL`` leaves it to a launcher's configuration (``Accelerator()`` without
 # ``mixed_precision``, ``deepspeed.initialize``). And ``MATMUL``: the file computes matmuls that matter (``@``,
-# ``torch.matmul`` / ``bmm`` / ``einsum``, ``F.linear`` in a class's methods, attention layers, an ``nn.Linear`` of
-# at least 2048, a transformer by its class name, a transformers import): convolutions use TF32 by default, and the
-# small MLPs of RL or a GAN gain little from it.
+# ``torch.matmul`` / ``bmm`` / ``einsum``, ``F.linear`` in a class's methods, attention layers, an ``nn.Linear``
+# of at least 2048 x 2048 weights (or one size of 2048 and one unknown) with its sizes found through the file's data
+# flow (flow.py), a transformer by its class name, a transformers import): convolutions use TF32 by default, and the
+# small MLPs of RL or a GAN, or a CNN's classifier head, gain little from it.
 # Python's ``ast``, so that the settings of every file of a run are known before any is analysed.
 TF32, REDUCED, FULL, EXTERNAL, MATMUL = "tf32", "reduced", "full", "external", "matmul"
 _PRECISION_WORDS = (b"tf32", b"float32_matmul_precision", b"autocast", b"half", b"bfloat16", b"float16",
@@ -180,6 +223,7 @@ _PRECISION_WORDS = (b"tf32", b"float32_matmul_precision", b"autocast", b"half", 
 _MATMUL_OPS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.baddbmm", "torch.addmm", "torch.einsum",
                          "torch.nn.functional.linear", "torch.nn.functional.scaled_dot_product_attention"})
 _MATMUL_METHODS = frozenset({"matmul", "bmm", "mm", "baddbmm"})
+_MATMUL_NAMES = _MATMUL_METHODS | frozenset(name.rsplit(".", 1)[-1] for name in _MATMUL_OPS)  # as written
 _MATMUL_LAYERS = frozenset({"torch.nn.MultiheadAttention", "torch.nn.Transformer", "torch.nn.TransformerEncoderLayer",
                             "torch.nn.TransformerDecoderLayer", "torch.nn.TransformerEncoder"})
 # Class names of models made of large matmuls (``Transformer(...)``, ``GPT(config)``, ``LlamaForCausalLM``).
@@ -187,13 +231,18 @@ _MATMUL_MODELS = re.compile(r"Transformer|GPT|Bert|BERT|Llama|LLaMA|Attention|Vi
 _LARGE_LINEAR = 2048
 _REDUCED_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16", "torch.float8_e4m3fn",
                              "torch.float8_e5m2"})
+_PRECISION_TEXT = tuple(word.decode() for word in _PRECISION_WORDS)
+_REDUCED_LEAVES = frozenset(name.rsplit(".", 1)[-1] for name in _REDUCED_DTYPES)
+# The last names of the calls _precision_call judges (besides model classes, _MATMUL_MODELS, and precision= keywords)
+_PRECISION_CALLS = frozenset({"Linear", "set_float32_matmul_precision", "half", "bfloat16", "autocast", "GradScaler",
+                              "initialize", "scale_loss", "Accelerator"})
 _FULL_PRECISION = frozenset({"32", "32-true", "64", "64-true", "no", "fp32", "float32", "highest", "ieee"})
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import[ \t]+\(?[ \t]*(\w+)|import[ \t]+([\w.]+))", re.M)
 
 
 def precision_settings(text: str | bytes) -> frozenset[str]:
-    """The precision settings (TF32, REDUCED, FULL, EXTERNAL) one file makes; empty when it makes none or Python's
-    parser does not take it."""
+    """The precision settings (TF32, REDUCED, FULL, EXTERNAL, MATMUL) one file makes; empty when it makes none or
+    Python's parser does not take it. (The screen finds the same on the tree it already has: ``PrecisionScan``.)"""
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if not any(word in data for word in _PRECISION_WORDS):
         return frozenset()
@@ -201,16 +250,62 @@ def precision_settings(text: str | bytes) -> frozenset[str]:
         tree = ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
-    imports = _imports(tree)
-    found: set[str] = set()
-    if any(name.split(".")[0] == "transformers" for name in imports.values()):
-        found.add(MATMUL)
+    scan = PrecisionScan(_imports(tree), cache(lambda: Flow(tree)))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and _resolved(node, imports) in _REDUCED_DTYPES:
-            found.add(REDUCED)
-        elif isinstance(node, ast.ClassDef) and MATMUL not in found and _class_matmul(node, imports):
-            found.add(MATMUL)
-        elif isinstance(node, ast.Assign):
+        scan.visit(node)
+    return scan.result()
+
+
+def mentions_precision(text: str) -> bool:
+    """Whether ``text`` may make a precision setting or compute matmuls (else ``precision_settings`` is empty)."""
+    return any(word in text for word in _PRECISION_TEXT)
+
+
+class PrecisionScan:
+    """``precision_settings`` one node at a time, so that a walk of the tree for something else finds them too;
+    ``imports``: {bound name: qualified name} of the file's imports; ``flow()``: the file's data flow (flow.py, made
+    on first use: ``nn.Linear(d, 4 * d)`` in ``Block(1024)`` is a large matmul)."""
+
+    def __init__(self, imports: dict[str, str], flow: Callable[[], Flow]) -> None:
+        self.imports = imports
+        self.flow = flow
+        self.found: set[str] = set()
+        if any(name.split(".")[0] == "transformers" for name in imports.values()):
+            self.found.add(MATMUL)
+        self.classes: list[tuple[int, int]] = []  # the lines of each class
+        self.matmuls: list[int] = []  # the lines of ``@``, ``torch.matmul``, ``x.bmm``...
+
+    def result(self) -> frozenset[str]:
+        """The settings found; MATMUL also when a matmul lies in a class (``_class_matmul``: a model's method, not a
+        mel filterbank applied in a data function)."""
+        if MATMUL not in self.found and self.matmuls and self.classes:
+            spans = sorted(self.classes)
+            if any(first <= line <= last for line in self.matmuls for first, last in spans):
+                self.found.add(MATMUL)
+        return frozenset(self.found)
+
+    def visit(self, node: ast.AST) -> None:
+        imports, found = self.imports, self.found
+        kind = type(node)
+        if kind is ast.Attribute:
+            if node.attr in _REDUCED_LEAVES and _resolved(node, imports) in _REDUCED_DTYPES:
+                found.add(REDUCED)
+        elif kind is ast.Call:
+            func = node.func
+            written = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            # the cheap look first: most calls name nothing _precision_call asks about (an alias of an import is
+            # looked at in full)
+            if written in _PRECISION_CALLS or _MATMUL_MODELS.search(written) or written in imports or any(
+                    k.arg in ("precision", "mixed_precision") for k in node.keywords):
+                found.update(_precision_call(node, imports, self._large))
+            if (written in _MATMUL_NAMES or written in imports) and _matmul_call(node, imports):
+                self.matmuls.append(node.lineno)
+        elif kind is ast.BinOp:
+            if type(node.op) is ast.MatMult:
+                self.matmuls.append(node.lineno)
+        elif kind is ast.ClassDef:
+            self.classes.append((node.lineno, node.end_lineno or node.lineno))
+        elif kind is ast.Assign:
             for target in node.targets:
                 name = _resolved(target, imports) or ""
                 if name.endswith(".allow_tf32") and name.startswith("torch.backends.cuda"):
@@ -218,16 +313,32 @@ def precision_settings(text: str | bytes) -> frozenset[str]:
                 elif name.endswith("fp32_precision") and name.startswith("torch.backends"):
                     value = _literal(node.value)
                     found.add(FULL if value in ("ieee", "highest") else TF32)
-        elif isinstance(node, ast.Call):
-            found.update(_precision_call(node, imports))
-    return frozenset(found)
+
+    def _large(self, sizes: list[ast.expr | None]) -> bool:
+        """An ``nn.Linear`` (``sizes``: in, out) whose weight has at least ``_LARGE_LINEAR`` squared elements, or,
+        with one size unknown, whose other size is at least ``_LARGE_LINEAR``; sizes are literals or found through
+        the file's data flow (the 4096 of ``nn.Linear(d, 4 * d)`` in ``Block(1024)``)."""
+        if MATMUL in self.found:
+            return False  # known already: no data flow needed
+        known = [self._ints(size) for size in sizes]
+        if all(known):
+            return max(known[0]) * max(known[1]) >= _LARGE_LINEAR ** 2  # type: ignore[index]
+        return any(max(k) >= _LARGE_LINEAR for k in known if k)
+
+    def _ints(self, size: ast.expr | None) -> frozenset[int] | None:
+        if size is None or isinstance(size, ast.Constant):
+            value = getattr(size, "value", None)
+            return frozenset({value}) if isinstance(value, int) and not isinstance(value, bool) else None
+        return self.flow().ints(size)
 
 
-def _precision_call(call: ast.Call, imports: dict[str, str]) -> set[str]:
+def _precision_call(call: ast.Call, imports: dict[str, str],
+                    large: Callable[[list[ast.expr | None]], bool]) -> set[str]:
     name = _resolved(call.func, imports) or ""
     last = name.rsplit(".", 1)[-1] if name else (call.func.attr if isinstance(call.func, ast.Attribute) else "")
-    if name in _MATMUL_LAYERS or _MATMUL_MODELS.search(last) or name == "torch.nn.Linear" and any(
-                isinstance(_literal(a), int) and _literal(a) >= _LARGE_LINEAR for a in call.args[:2]):
+    if name in _MATMUL_LAYERS or _MATMUL_MODELS.search(last) or name == "torch.nn.Linear" and large(
+            [call.args[i] if len(call.args) > i else next((k.value for k in call.keywords if k.arg == key), None)
+             for i, key in enumerate(("in_features", "out_features"))]):
         return {MATMUL}
     keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
     first = call.args[0] if call.args else None
@@ -252,17 +363,11 @@ def _precision_call(call: ast.Call, imports: dict[str, str]) -> set[str]:
     return set()
 
 
-def _class_matmul(cls: ast.ClassDef, imports: dict[str, str]) -> bool:
-    """A class (a model's module) computes matmuls in its methods: ``q @ k.transpose(-2, -1)``, ``torch.bmm``,
-    ``F.linear``. Matmuls outside classes (a mel filterbank applied in a data function) are left out: small next to a
-    model's layers."""
-    for node in ast.walk(cls):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-            return True
-        if isinstance(node, ast.Call) and (_resolved(node.func, imports) in _MATMUL_OPS or
-                                           isinstance(node.func, ast.Attribute) and node.func.attr in _MATMUL_METHODS):
-            return True
-    return False
+def _matmul_call(call: ast.Call, imports: dict[str, str]) -> bool:
+    """``torch.bmm(a, b)``, ``F.linear(x, w)``, ``q.matmul(k)``: a matmul (counted when it lies in a class: a model's
+    methods; matmuls outside classes, a mel filterbank applied in a data function, are small next to its layers)."""
+    return _resolved(call.func, imports) in _MATMUL_OPS or \
+        isinstance(call.func, ast.Attribute) and call.func.attr in _MATMUL_METHODS
 
 
 def _literal(expr: ast.expr | None) -> object:
@@ -296,26 +401,16 @@ def _needs(data: bytes) -> str | None:
     return None
 
 
-def program_precision(paths: list[Path]) -> dict[Path, frozenset[str]]:
-    """For each file of a run that TL401 or TL404 may report on, the precision settings of the programs it is part
-    of: its own, those of the files it imports (directly or not: a ``setup()`` helper of the project), and those of
-    the files that import it (the entry script sets TF32, then runs the training loop of a module of the project).
-    Imports are resolved to the run's files by module path, as calls are (``resolve``). Only the files connected to
-    such a file are parsed (with ``ast``, in this process, before the run's files are analysed); a file that sets
-    nothing and is connected to no file that does is absent."""
-    texts: dict[Path, bytes] = {}
-    imports: dict[Path, list[str]] = {}
-    for path in paths:
-        try:
-            data = texts[path] = path.read_bytes()
-        except OSError:
-            continue
-        imports[path] = [(module + (b"" if module.endswith(b".") else b".") + name if module else plain)
-                         .decode("ascii", "replace") for module, name, plain in _IMPORT_LINE.findall(data)]
-    needs = {p: need for p, data in texts.items() if (need := _needs(data))}
-    if not needs:
-        return {}
-    needy = list(needs)
+def import_targets(data: bytes) -> tuple[str, ...]:
+    """What a file imports, as ``pkg.utils.setup`` / ``.utils`` / ``pkg.utils`` (matched to the run's files by
+    ``_module_candidates``)."""
+    return tuple((module + (b"" if module.endswith(b".") else b".") + name if module else plain)
+                 .decode("ascii", "replace") for module, name, plain in _IMPORT_LINE.findall(data))
+
+
+def _programs(imports: dict[Path, tuple[str, ...]], asked: list[Path]) -> dict[Path, set[Path]]:
+    """For each file of ``asked``, the files of its programs: itself, those it imports (directly or not) and those
+    that import it (directly or not)."""
     modules = [_Module(p, _parts(p), RunCalls(frozenset({""}))) for p in imports]
     edges: dict[Path, set[Path]] = {}
     for module in modules:
@@ -335,17 +430,58 @@ def program_precision(paths: list[Path]) -> dict[Path, frozenset[str]]:
     for path, seen in below.items():
         for p in seen:
             above.setdefault(p, set()).add(path)
+    return {path: below.get(path, {path}) | above.get(path, set()) for path in asked}
+
+
+def program_precision(paths: list[Path]) -> dict[Path, frozenset[str]]:
+    """For each file of a run that TL401 or TL404 may report on, the precision settings of the programs it is part
+    of: its own, those of the files it imports (directly or not: a ``setup()`` helper of the project), and those of
+    the files that import it (the entry script sets TF32, then runs the training loop of a module of the project).
+    Imports are resolved to the run's files by module path, as calls are (``resolve``). Only the files connected to
+    such a file are parsed (with ``ast``, in this process); a file that sets nothing and is connected to no file that
+    does is absent. A plain run does not call this: each file's settings come back with its analysis (``settle``);
+    ``--fix`` does, as a fix must know before it is written."""
+    texts: dict[Path, bytes] = {}
+    imports: dict[Path, tuple[str, ...]] = {}
+    for path in paths:
+        try:
+            data = texts[path] = path.read_bytes()
+        except OSError:
+            continue
+        imports[path] = import_targets(data)
+    needs = {p: need for p, data in texts.items() if (need := _needs(data))}
+    if not needs:
+        return {}
+    programs = _programs(imports, list(needs))
     # Parse only the files connected to a needy one, and for a file that only asks about settings, only those that
     # name one (a timm model file is connected to most of the package, whose matmuls it does not ask about).
-    full = set().union(*(below[p] | above.get(p, set()) for p in needy if needs[p] == "all"))
-    some = set().union(*(below[p] | above.get(p, set()) for p in needy if needs[p] == "settings")) - full
+    full = set().union(*(programs[p] for p in needs if needs[p] == "all"))
+    some = set().union(*(programs[p] for p in needs if needs[p] == "settings")) - full
     some = {p for p in some if any(word in texts[p] for word in _SETTING_WORDS)}
     settings = {p: found for p in full | some if (found := precision_settings(texts[p]))}
     out: dict[Path, frozenset[str]] = {}
-    for path in needy:
-        found = set().union(*(settings.get(p, ()) for p in below[path] | above.get(path, set())))
+    for path in needs:
+        found = set().union(*(settings.get(p, ()) for p in programs[path]))
         if found:
             out[path] = frozenset(found)
+    return out
+
+
+def settle(calls: dict[Path, RunCalls]) -> dict[Path, frozenset[str]]:
+    """The rules whose findings stand in each file with ``pending`` rules, once its programs' settings are known from
+    the files' own (``RunCalls.precision``, found where each file was parsed): TL401 where the programs compute
+    matmuls and set nothing else, TL404 where they compute in fp16/bf16."""
+    asked = [p for p, c in calls.items() if c.pending]
+    if not asked:
+        return {}
+    programs = _programs({p: c.imports for p, c in calls.items()}, asked)
+    out: dict[Path, frozenset[str]] = {}
+    for path in asked:
+        found = set().union(*(calls[p].precision for p in programs[path] if p in calls))
+        keep = {"TL401"} if found == {MATMUL} else set()
+        if REDUCED in found:
+            keep.add("TL404")
+        out[path] = frozenset(calls[path].pending & keep)
     return out
 
 

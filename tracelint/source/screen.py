@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import ast
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tracelint.engine.catalog import catalog
+from tracelint.source.astnames import ast_dotted_name, children, skipped_depth
+from tracelint.source.flow import Flow
+from tracelint.source.runcalls import PrecisionScan, mentions_precision
 from tracelint.source.vocab import (
     BUILTINS,
     DATA_DEPENDENT,
@@ -45,7 +48,7 @@ from tracelint.source.vocab import (
 )
 
 # Site kinds: what a rule doc's ``sites:`` may name.
-ITEM = "item"                      # .item() in a loop                                   TL101
+ITEM = "item"                      # .item() (or add_scalar of a possible tensor) in a loop   TL101
 HOST_COPY = "host-copy"            # .cpu() / .tolist() / .numpy(force=) / .to("cpu")   TL102
 SCALAR = "scalar"                  # float()/int()/bool()/max()/min() of a possible tensor, tensor truth tests  TL103
 FORMAT = "format"                  # print / f-string / % / .format / logging of a possible tensor             TL104
@@ -55,7 +58,8 @@ MASK_INDEX = "mask-index"          # x[mask] with a mask-shaped index           
 DATALOADER = "dataloader"          # a DataLoader call                                    TL201, TL202
 PINNED_COPY = "pinned-copy"        # .to() / .cuda() in a loop of a file that builds a DataLoader    TL203
 ZERO_GRAD = "zero-grad"            # zero_grad(set_to_none=False)                         TL301
-HOST_BUILT = "host-built"          # .cuda() / .to() of a call named like a creation op (zeros, arange...)  TL204
+HOST_BUILT = "host-built"          # .cuda() / .to() of an expression holding a call named like a creation op
+                                   # (zeros, arange...) or a legacy constructor (FloatTensor)           TL204
 ELEMENT_LOOP = "element-loop"      # a loop in a loop: for i in range(n) indexing [i], or for row in a name  TL502
 OFF_TILE = "off-tile-size"         # Linear/Embedding/ConvNd given a size >= 1024 not a multiple of 8 (a literal
                                    # or a module constant)                                                TL404
@@ -110,6 +114,8 @@ class Look:
     too_complex: bool = False
     depth: int = 0
     defines: frozenset[str] = frozenset()  # "f", "C.m": module-level functions and methods (runcalls.RunCalls)
+    precision: frozenset[str] = frozenset()  # runcalls.precision_settings, found on the same tree
+    tree: ast.Module | None = field(default=None, compare=False, repr=False)  # the tree (flow.py uses it again)
 
 
 def parse_quietly(text: str) -> ast.Module:
@@ -128,9 +134,11 @@ def examine(text: str) -> Look:
         return Look(None, too_complex=True)
     except (SyntaxError, ValueError, OverflowError):
         return Look(None)
-    screen = _Screen(tree)
+    screen = _Screen(tree, precision=mentions_precision(text))
     try:
-        return Look(screen.run(), depth=screen.depth, defines=_defines(tree))
+        found = screen.run()
+        precision = screen.precision.result() if screen.precision is not None else frozenset()
+        return Look(found, depth=screen.depth, defines=_defines(tree), precision=precision, tree=tree)
     except Exception:  # noqa: BLE001 - RecursionError, or a bug here: then nothing is screened out (always sound)
         return Look(None, depth=screen.depth)
 
@@ -145,6 +153,10 @@ def _steppy_loop(loop: ast.AST) -> bool:
     body that names loaders, batches, steps, iterations, epochs or data, or calls backward/step."""
     if isinstance(loop, ast.While) and isinstance(loop.test, ast.Constant) and loop.test.value:
         return True
+    if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):  # a comprehension: its iterables' names
+        names = [n.id if isinstance(n, ast.Name) else n.attr for gen in loop.generators  # type: ignore[attr-defined]
+                 for n in ast.walk(gen.iter) if isinstance(n, (ast.Name, ast.Attribute))]
+        return any(word in name.lower() for name in names for word in _STEP_TEXT)
     header = loop.test if isinstance(loop, ast.While) else loop.iter  # type: ignore[attr-defined]
     names = [n.id for n in ast.walk(header) if isinstance(n, ast.Name)] + \
             [n.attr for n in ast.walk(header) if isinstance(n, ast.Attribute)]
@@ -190,25 +202,15 @@ def _element_loop(loop: ast.AST) -> bool:
     return False
 
 
-def ast_dotted_name(expr: ast.expr) -> str | None:
-    """``a.b.c`` for an ``ast`` name or attribute chain, else None (context.dotted_name does the same for libcst)."""
-    parts: list[str] = []
-    while isinstance(expr, ast.Attribute):
-        parts.append(expr.attr)
-        expr = expr.value
-    if not isinstance(expr, ast.Name):
-        return None
-    parts.append(expr.id)
-    return ".".join(reversed(parts))
-
-
 def _is_str(expr: ast.expr) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, str)
 
 
 class _Screen:
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, precision: bool = False) -> None:
         self.tree = tree
+        self.precision: PrecisionScan | None = None  # made after pass 1 (it needs the imports) when ``precision``
+        self.scan_precision = precision
         self.found: set[str] = set()
         self.imports: dict[str, str] = {}       # bound name -> what it imports
         self.aliases: dict[str, str] = {}       # name assigned exactly once to a dotted name -> that name
@@ -216,14 +218,24 @@ class _Screen:
         self.values: dict[ast.AST, dict[str, list[ast.expr]]] = {}  # scope -> name -> assigned values
         self.torch = False
         self.called: set[str] = set()           # the last names of every callee (the call:NAME kinds)
-        self.loop_calls: set[str] = set()       # callee names (as written) called inside a loop (pass 1)
+        self.loop_calls: list[tuple[str, tuple[ast.AST, ...]]] = []  # (callee name as written, the loops of its
+                                                # function it is called in, outermost first) (pass 1)
+        self.hot_loops: set[ast.AST] = set()    # loops that may run per step, or run inside one (pass 1)
         self.calls_in: dict[str, set[str]] = {}  # def name -> callee names called in its body (pass 1)
         self.hot_functions: set[str] = set()    # defs that may run per step (pass 1, see _collect)
         self.depth = 0                          # the depth of the tree
         self.device_copy = False
-        self.size_names: set[str] = set()       # names given as a size to Linear/Embedding/ConvNd (OFF_TILE)
+        self.size_args: list[ast.expr] = []     # non-literal sizes given to Linear/Embedding/ConvNd (OFF_TILE)
+        self._flow: Flow | None = None
         self.biased: set[str] = set()  # BIASED_NORM: "conv" / "linear" given no bias=False, "norm" / "flat-norm"
         self.steppy = False  # the file has a loop that may be a training loop (_steppy_loop)
+
+    @property
+    def flow(self) -> Flow:
+        """The file's constant data flow (flow.py), made on first use: only for sizes that are not literals."""
+        if self._flow is None:
+            self._flow = Flow(self.tree)
+        return self._flow
 
     # -- pass 1: imports, aliases, bindings ---------------------------------------------------------------------
     def run(self) -> frozenset[str]:
@@ -231,13 +243,14 @@ class _Screen:
         candidates: dict[str, str] = {}
         self._collect(self.tree, self.tree, assigned, candidates)
         self.aliases = {n: v for n, v in candidates.items() if assigned.get(n) == 1}
+        if self.scan_precision:
+            self.precision = PrecisionScan(self.imports, lambda: self.flow)
         self._walk(self.tree, self.tree, False)
         found = self.found
         found.update(CALL_PREFIX + name for name in self.called)
-        if self.size_names and any(isinstance(stmt, ast.Assign) and _off_tile(getattr(stmt.value, "value", None))
-                                   and any(isinstance(t, ast.Name) and t.id in self.size_names for t in stmt.targets)
-                                   for stmt in self.tree.body):
-            found.add(OFF_TILE)  # a module constant: VOCAB = 50257 ... nn.Linear(d, VOCAB)
+        if OFF_TILE not in found and any(all(_off_tile(v) for v in values) for arg in self.size_args
+                                         if (values := self.flow.ints(arg))):
+            found.add(OFF_TILE)  # through data flow: VOCAB = 50257 ... nn.Linear(d, VOCAB); Block(1027)
         if {"conv", "norm"} <= self.biased or {"linear", "flat-norm"} <= self.biased:
             found.add(BIASED_NORM)
         if self.device_copy and DATALOADER in found:
@@ -251,12 +264,14 @@ class _Screen:
     def _collect(self, node: ast.AST, scope: ast.AST, assigned: dict[str, int], candidates: dict[str, str]) -> None:
         # in_loop: inside a loop or comprehension of the same function (or of the lambda's function); fn: the name of
         # the enclosing def (None at module level)
-        work: list[tuple[ast.AST, ast.AST, int, bool, str | None]] = [(node, scope, 1, False, None)]
+        # loops: the loops of the same function (or of the lambda's function) around the node, outermost first
+        work: list[tuple[ast.AST, ast.AST, int, tuple[ast.AST, ...], str | None]] = [(node, scope, 1, (), None)]
         deepest = 0
+        all_loops: list[tuple[ast.AST, tuple[ast.AST, ...]]] = []
         while work:
-            node, scope, depth, in_loop, fn = work.pop()
-            if depth > deepest:
-                deepest = depth
+            node, scope, depth, loops, fn = work.pop()
+            if depth + 1 > deepest and depth + skipped_depth(node) > deepest:
+                deepest = depth + skipped_depth(node)
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     self._torch_module(alias.name)
@@ -295,8 +310,8 @@ class _Screen:
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
                 if name is not None:
-                    if in_loop:
-                        self.loop_calls.add(name)
+                    if loops:
+                        self.loop_calls.append((name, loops))
                     if fn is not None:
                         self.calls_in.setdefault(fn, set()).add(name)
             elif isinstance(node, ast.ExceptHandler) and node.name:
@@ -312,22 +327,50 @@ class _Screen:
                         self.bound.add(name.id)
             inner = node if isinstance(node, _SCOPES) else scope
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                in_loop, fn = False, node.name
+                loops, fn = (), node.name
             elif isinstance(node, ast.ClassDef):
-                in_loop, fn = False, None
+                loops, fn = (), None
             elif isinstance(node, _LOOPS):
-                in_loop = True
-            work.extend((child, inner, depth + 1, in_loop, fn) for child in ast.iter_child_nodes(node))
+                all_loops.append((node, loops))
+                loops = (*loops, node)
+            work.extend((child, inner, depth + 1, loops, fn) for child in children(node))
         self.depth = deepest
-        # The functions that may run per step: called in a loop or a step hook, or from such a function (by name).
+        self.hot_loops = self._hot_loops(all_loops)
+        # The functions that may run per step: called in a loop that may be a per-step loop (or inside one) or in a
+        # step hook, or from such a function (by name).
         hot: set[str] = set()
-        frontier = set(STEP_HOOKS) | self.loop_calls
+        frontier = set(STEP_HOOKS) | {name for name, loops in self.loop_calls if loops[-1] in self.hot_loops}
         while frontier:
             name = frontier.pop()
             if name not in hot:
                 hot.add(name)
                 frontier |= self.calls_in.get(name, set()) - hot
         self.hot_functions = hot
+
+    def _hot_loops(self, all_loops: list[tuple[ast.AST, tuple[ast.AST, ...]]]) -> set[ast.AST]:
+        """The loops in which a per-step loop (loops.loop_description, ``_comprehension_loop``) may run its body:
+        a loop that may be one itself (``_steppy_loop``, looser), a loop whose body calls a function of the file
+        that steps the optimizer or calls backward (directly or not: ``for x in items: self.train_one(x)``), and every
+        loop inside such a loop. A model's ``for blk in self.blocks:`` is none of them: the sync kinds found there
+        make no file worth parsing (a function another file calls per step is analysed unscreened: lint.py)."""
+        stepping = {fn for fn, names in self.calls_in.items() if names & {"backward", "step"}}
+        callers: dict[str, set[str]] = {}
+        for fn, names in self.calls_in.items():
+            for name in names:
+                callers.setdefault(name, set()).add(fn)
+        frontier = set(stepping)
+        while frontier:
+            for caller in callers.get(frontier.pop(), ()):
+                if caller not in stepping:
+                    stepping.add(caller)
+                    frontier.add(caller)
+        # a loop calling such a function, and the loops around it (their bodies step through it)
+        calls_stepping = {loop for name, loops in self.loop_calls if name in stepping for loop in loops}
+        hot: set[ast.AST] = set()
+        for loop, outer in sorted(all_loops, key=lambda pair: len(pair[1])):  # outer loops first
+            if any(o in hot for o in outer) or loop in calls_stepping or _steppy_loop(loop):
+                hot.add(loop)
+        return hot
 
     def _torch_module(self, module: str) -> None:
         if module == "torch" or module.startswith("torch."):
@@ -462,8 +505,11 @@ class _Screen:
         # a loop
         # (ELEMENT_LOOP: ``for i in range(batch_size)`` in a collate function is no training step)
         work: list[tuple[ast.AST, ast.AST, bool, ast.AST | None, bool]] = [(root, scope, hot, None, hot)]
+        precision = self.precision
         while work:
             node, scope, hot, loop, step = work.pop()
+            if precision is not None:
+                precision.visit(node)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 # a function the file calls may be called per step (callers.py follows the call)
                 scope, hot, loop = node, node.name in self.hot_functions, None
@@ -480,7 +526,7 @@ class _Screen:
                     ast_dotted_name(node.iter.func) == "range"  # for i in range(batch_size): x[i] is no training loop
                 if not over_range and isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and _steppy_loop(node):
                     self.steppy = step = True
-                hot = True
+                hot = hot or node in self.hot_loops
                 if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                     loop = node
             if isinstance(node, ast.Call):
@@ -490,7 +536,7 @@ class _Screen:
                     self.found.add(PROJECT_CALL)
             elif hot:
                 self._other(node, scope)
-            work.extend((child, scope, hot, loop, step) for child in ast.iter_child_nodes(node))
+            work.extend((child, scope, hot, loop, step) for child in children(node))
 
     def _other(self, node: ast.AST, scope: ast.AST) -> None:
         found = self.found
@@ -526,8 +572,8 @@ class _Screen:
             for arg in (*positional, *(k.value for k in node.keywords)):
                 if isinstance(arg, ast.Constant) and _off_tile(arg.value):
                     found.add(OFF_TILE)
-                elif isinstance(arg, ast.Name):
-                    self.size_names.add(arg.id)
+                elif not isinstance(arg, ast.Constant):
+                    self.size_args.append(arg)
         if method == "zero_grad":
             arg = next((k.value for k in node.keywords if k.arg == "set_to_none"), None)
             if arg is None and positional:
@@ -536,7 +582,10 @@ class _Screen:
                 found.add(ZERO_GRAD)
         if method in ("to", "cuda"):
             self.device_copy = True  # anywhere: TL203 follows batch names into defs nested in the loop
-            if isinstance(func.value, ast.Call) and self._leaves(func.value.func) & _CREATION_CALLS:
+            if isinstance(func.value, (ast.Call, ast.BinOp, ast.UnaryOp)) and any(
+                    isinstance(n, ast.Call) and (self._leaves(n.func) & _CREATION_CALLS or
+                                                 any(leaf.endswith("Tensor") for leaf in self._leaves(n.func)))
+                    for n in ast.walk(func.value)):
                 found.add(HOST_BUILT)  # anywhere: TL204 follows calls of the helper that builds it
         if not hot:
             return
@@ -546,6 +595,9 @@ class _Screen:
             found.add(DATA_DEPENDENT_CALL)
         if method == "item" and not node.args and not node.keywords:
             found.add(ITEM)
+        elif method == "add_scalar" and any(self._may_tensor(v, scope) for v in (
+                *positional[1:2], *(k.value for k in node.keywords if k.arg == "scalar_value"))):
+            found.add(ITEM)  # TensorBoard's add_scalar calls .item() on a tensor
         elif method in ("cpu", "tolist") and not node.args and not node.keywords:
             found.add(HOST_COPY)
         elif method == "numpy" and any(k.arg == "force" and not (isinstance(k.value, ast.Constant)

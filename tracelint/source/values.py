@@ -9,6 +9,7 @@ questions.
 """
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from enum import Enum
@@ -16,7 +17,8 @@ from typing import Protocol
 
 import libcst as cst
 
-from tracelint.source.bindings import Binding, ScopeBindings
+from tracelint.source.astnames import ast_dotted_name
+from tracelint.source.bindings import Binding, ScopeBindings, names_in
 from tracelint.source.calls import literal
 from tracelint.source.context import callee_name, dotted_name, iter_children
 from tracelint.source.vocab import DEVICE_MODULES as _DEVICE_MODULES
@@ -37,6 +39,7 @@ class Tree(Protocol):
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]: ...
     def qualified_name(self, expr: cst.BaseExpression) -> str | None: ...
     def code_for(self, node: cst.CSTNode) -> str: ...
+    def bound(self, expr: cst.BaseExpression) -> list | None: ...  # flow.py: what it may hold (ast expressions)
 
 
 class Kind(Enum):
@@ -48,6 +51,13 @@ class Kind(Enum):
 # ---------------------------------------------------------------------------------------------------------------
 # words (the heuristics here and in loops.py match on them)
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def head_word(text: str) -> str:
+    """The last word of the last name in ``text``, what the name is (``action_loss`` is a loss, ``self.actions``
+    actions): ``""`` when there is none."""
+    found = _WORD.findall(text.rsplit(".", 1)[-1])
+    return found[-1].lower() if found else ""
 
 
 def words(text: str) -> frozenset[str]:
@@ -317,15 +327,23 @@ class Values:
                 return Kind.UNKNOWN
         found = table.bindings.get(name.value, ())
         before = [b for b in found if b.order < at]
-        if _not_tensor_here(table, name.value, at, before) or self._config(name, scope, at, depth):
+        if _not_tensor_here(table, name.value, at, before) or self._config(name, scope, at, depth) or \
+                self._moved_later(name.value, at, table):
             return Kind.HOST
         if before:
             if self._host_element(name.value, before[-1], table):
                 return Kind.HOST
             return self._binding_kind(before[-1], found, scope, depth)
+        if not found and scope is not self.tree.module and self._module_number(name.value):
+            return Kind.HOST  # a module constant (``BOS_ID = 50256``)
         # A loop-carried name bound later in the loop: trust it only when every binding agrees.
         kinds = {self._binding_kind(b, found, scope, depth) for b in found}
         return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
+
+    def _module_number(self, name: str) -> bool:
+        """``name`` is bound at module level only to number literals."""
+        bound = self.bindings(self.tree.module).bindings.get(name, ())
+        return bool(bound) and all(isinstance(b.value, (cst.Integer, cst.Float)) and not b.augmented for b in bound)
 
     def _binding_kind(self, binding: Binding, all_bindings, scope, depth: int) -> Kind:
         if binding.loop_index:
@@ -385,11 +403,25 @@ class Values:
                 before = self.bindings(self.tree.module).bindings.get(expr.value, [])
             return bool(before) and before[-1].value is not None and before[-1].element is None and \
                 self._metric_object(before[-1].value, scope, before[-1].order, depth + 1)
+        if isinstance(expr, cst.Attribute):  # self.metric, set in __init__ (flow.py)
+            return any(self._metric_built(value) for value in self.tree.bound(expr) or ())
         if not isinstance(expr, cst.Call):
             return False
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MODULE_METHODS:
             return self._metric_object(expr.func.value, scope, at, depth + 1)
         qualified = self.tree.qualified_name(expr.func) or ""
+        return qualified.startswith("torchmetrics.") and not qualified.startswith(_METRIC_FUNCTIONS)
+
+    def _metric_built(self, value) -> bool:
+        """An ``ast`` expression that builds a torchmetrics metric (``torchmetrics.Accuracy(...).to(device)``)."""
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+                value.func.attr in _MODULE_METHODS:
+            value = value.func.value
+        dotted = ast_dotted_name(value.func) if isinstance(value, ast.Call) else None
+        if dotted is None:
+            return False
+        head, _, rest = dotted.partition(".")
+        qualified = self.tree.imports.get(head, head) + (f".{rest}" if rest else "")
         return qualified.startswith("torchmetrics.") and not qualified.startswith(_METRIC_FUNCTIONS)
 
     def _config(self, expr: cst.BaseExpression, scope, at: int | None, depth: int) -> bool:
@@ -446,22 +478,36 @@ class Values:
         nothing."""
         if binding.loop is None:
             return False
-        names = [n.value for n in _target_names(binding.loop.target)]
+        names = [n.value for n in names_in(binding.loop.target)]
         if len(names) < 2 or name not in names or name in table.moves:
             return False
         return any(self._moved(other, table) for other in names if other != name)
 
     def _moved(self, name: str, table: ScopeBindings) -> bool:
+        return any(self._to_device(call) for call in table.moves.get(name, ()))
+
+    def _to_device(self, call: cst.Call) -> bool:
+        """``x.cuda()``, ``x.to(device)`` (not the CPU, not a dtype), ``x.type(torch.cuda.FloatTensor)``."""
+        method = call.func.attr.value
+        if method == "cuda":
+            return True
+        first = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
+        if method == "to" and first is not None and not _is_cpu(first, self.tree) and \
+                not _is_dtype(first, self.tree):
+            return True
+        return method == "type" and first is not None and (isinstance(first, cst.Name) or
+                                                           "cuda" in self.tree.code_for(first))
+
+    def _moved_later(self, name: str, at: int, table: ScopeBindings) -> bool:
+        """The value ``name`` holds at order ``at`` is moved to a device later in the scope (``x.to("cuda")``,
+        with at most ``x = x.to(dtype)`` / ``x = x.view(...)`` between): it is on the host until then (a data
+        generator that builds a batch on the CPU and yields it moved)."""
         for call in table.moves.get(name, ()):
-            method = call.func.attr.value
-            if method == "cuda":
-                return True
-            first = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
-            if method == "to" and first is not None and not _is_cpu(first, self.tree) and \
-                    not _is_dtype(first, self.tree):
-                return True
-            if method == "type" and first is not None and (isinstance(first, cst.Name) or
-                                                            "cuda" in self.tree.code_for(first)):
+            order = table.order.get(call)
+            if order is None or order <= at or not self._to_device(call):
+                continue
+            between = [b for b in table.bindings.get(name, ()) if at < b.order < order]
+            if all(_self_derived(b, name) and not self._to_device(b.value) for b in between):
                 return True
         return False
 
@@ -544,16 +590,6 @@ def _not_tensor_here(table: ScopeBindings, name: str, at: int, before: list[Bind
     return False
 
 
-def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
-    if isinstance(target, cst.Name):
-        return [target]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for el in target.elements for n in _target_names(el.value)]
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return []
-
-
 def _own_returns(function: cst.FunctionDef) -> list[cst.Return]:
     """The ``return`` statements of ``function`` itself (not of functions or classes nested in it)."""
     found: list[cst.Return] = []
@@ -566,6 +602,14 @@ def _own_returns(function: cst.FunctionDef) -> list[cst.Return]:
                 not isinstance(node, cst.BaseExpression):
             work.extend(iter_children(node))
     return found
+
+
+def _self_derived(binding: Binding, name: str) -> bool:
+    """``x = x.to(torch.int32)``, ``x = x.view(n)``: ``name`` rebound to a method call on itself."""
+    value = binding.value
+    return not binding.augmented and binding.element is None and isinstance(value, cst.Call) and \
+        isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Name) and \
+        value.func.value.value == name
 
 
 def _in_modules(qualified: str | None, modules: tuple[str, ...]) -> bool:

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from tracelint.source.bindings import names_in
 from tracelint.source.calls import call_arguments, is_literal
 from tracelint.source.context import callee_name, dotted_name
 from tracelint.source.loader.draws import Draw
-from tracelint.source.loader.index import MAX_HOPS, READERS, FileIndex, names_in
+from tracelint.source.loader.index import MAX_HOPS, READERS, FileIndex
 from tracelint.source.values import words
 from tracelint.source.vocab import HOST_ATTRS
 
@@ -33,6 +34,12 @@ _HOST_READS = frozenset({"item", "tolist", "numpy", "cpu", "size", "dim", "ndime
 # Words of a callee or argument that moves batches to a device (``to_device(batch, device)``); TL204 reads the
 # target of a ``.to()`` by them too (rules/input.py).
 DEVICE_WORDS = frozenset({"device", "cuda", "gpu", "gpus"})
+
+
+def device_words(name: str) -> bool:
+    """The fallback where the file binds nothing a device question can follow (flow.py): a name whose words say
+    device (``device``, ``args.gpu``, ``self.cuda_dev``; not ``local_rank``)."""
+    return bool(words(name) & DEVICE_WORDS)
 _DTYPES = frozenset({
     "float", "float16", "float32", "float64", "bfloat16", "half", "double", "int", "int8", "int16", "int32",
     "int64", "long", "bool", "uint8", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2",
@@ -149,10 +156,18 @@ class Batches:
             return
         if words(name) & DEVICE_WORDS or any(
                 a is not arg and (a.keyword is not None and a.keyword.value in ("device", "non_blocking") or
-                                  words(self.ctx.code_for(a.value)) & DEVICE_WORDS) for a in call.args):
+                                  self._names_device(a.value)) for a in call.args):
             batches.device = True  # to_device(batch, device), fabric.to_device(batch), prepare(batch, self.device)
             return
         batches.consumers.append(call)
+
+    def _names_device(self, expr: cst.BaseExpression) -> bool:
+        """An argument that names a device: bound to one (flow.py; an integer here is no device index), else by its
+        words (``device_words``)."""
+        verdict = self.ctx.device(expr)
+        if verdict is not None:
+            return verdict and self.ctx.ints(expr) is None
+        return bool(words(self.ctx.code_for(expr)) & DEVICE_WORDS)
 
     def host_consumer(self, node: cst.CSTNode) -> bool:
         """A call the file shows runs on the host when nothing in the file puts work on a device: a torch function,

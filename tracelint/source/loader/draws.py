@@ -28,6 +28,8 @@ class LoaderUse:
     draws: list[Draw] = field(default_factory=list)
     escapes: bool = False    # handed to code the file does not show (another module's function, a container...)
     on_device: bool = False  # wrapped by accelerate / Fabric, which move the batches to the device
+    handed: list[tuple[cst.Call, cst.Arg]] = field(default_factory=list)  # (call, argument) of another module's
+                                                                           # function it is passed to
 
 
 # Calls whose result iterates the loader's batches: (position change of the batch in each item).
@@ -49,19 +51,27 @@ class Draws:
         """Where ``loader``'s batches are drawn, and whether it leaves the file's sight (see the module docstring)."""
         found = self._uses.get(loader)
         if found is None:
-            found = self._uses[loader] = LoaderUse()
-            # A work list, not recursion: a chain of thousands of ``a = b`` must not overflow the stack.
-            work: list[tuple[cst.BaseExpression, tuple[int, ...], int | None, int]] = [(loader, (), None, 0)]
-            seen: set = set()
-            while work:
-                item = work.pop()
-                if item in seen:
-                    continue
-                seen.add(item)
-                if item[3] > MAX_HOPS:
-                    found.escapes = True
-                    continue
-                self._follow_loader(*item, found, work.append)
+            found = self._uses[loader] = self._follow([loader])
+        return found
+
+    def use_of_parameter(self, param: cst.Param) -> LoaderUse:
+        """``use`` for a loader another file of the run passes in as ``param`` (runcalls.resolve: a pinned one)."""
+        return self._follow(self.index.references(param.name) or [])
+
+    def _follow(self, seeds: list[cst.BaseExpression]) -> LoaderUse:
+        found = LoaderUse()
+        # A work list, not recursion: a chain of thousands of ``a = b`` must not overflow the stack.
+        work: list[tuple[cst.BaseExpression, tuple[int, ...], int | None, int]] = [(s, (), None, 0) for s in seeds]
+        seen: set = set()
+        while work:
+            item = work.pop()
+            if item in seen:
+                continue
+            seen.add(item)
+            if item[3] > MAX_HOPS:
+                found.escapes = True
+                continue
+            self._follow_loader(*item, found, work.append)
         return found
 
     def _follow_loader(self, expr: cst.BaseExpression, path: tuple[int, ...], element: int | None, hops: int,
@@ -133,6 +143,7 @@ class Draws:
             params = self.index.parameters(call, arg)
             if params is None:
                 use.escapes = True
+                use.handed.append((call, arg))
             for param in params or ():
                 for ref in self.index.references(param.name) or ():
                     follow(ref, path, None, hops + 1)

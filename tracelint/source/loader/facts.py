@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tracelint.source.calls import Arguments
+from tracelint.source.calls import Arguments, call_arguments
 from tracelint.source.context import FileContext
+from tracelint.source.loader.arguments import DATALOADERS, pins_memory
 from tracelint.source.loader.batches import Batches
 from tracelint.source.loader.draws import Draw, Draws
 from tracelint.source.loader.index import FileIndex
@@ -55,6 +56,14 @@ class LoaderFacts:
         """The ``.to(device)`` / ``.cuda()`` / ``.type(cuda type)`` calls of the loader's batches (or their parts)."""
         return self.batches.of(self.draws.use(loader).draws).copies
 
+    def parameter_copies(self, param: cst.Param) -> list[cst.Call]:
+        """``device_copies`` of a loader another file of the run passes in as ``param``."""
+        return self.batches.of(self.draws.use_of_parameter(param).draws).copies
+
+    def handed(self, loader: cst.Call) -> list[tuple[cst.Call, cst.Arg]]:
+        """The calls of other modules' functions the loader is passed to (and the argument)."""
+        return self.draws.use(loader).handed
+
     def cheap_items(self, args: Arguments) -> bool:
         """The loader's items cost no CPU work worth a worker process (``Items.cheap_items``)."""
         return self.items.cheap_items(args)
@@ -66,3 +75,22 @@ class LoaderFacts:
 def loader_facts(ctx: FileContext) -> LoaderFacts:
     """The one LoaderFacts of a file (shared by TL201-TL203), built after the traversal."""
     return ctx.memo("loader-facts", LoaderFacts)
+
+
+def pinned_handoffs(ctx: FileContext) -> tuple[tuple[str, int | str], ...]:
+    """(target, position or keyword) of each call of an imported function that this file passes a DataLoader with
+    pinned memory (runcalls.RunCalls.pinned)."""
+    if "pin_memory" not in ctx.source:
+        return ()
+    facts = loader_facts(ctx)
+    callers = facts.facts.callers
+    found: list[tuple[str, int | str]] = []
+    for calls in callers.index.calls.values():
+        for loader in calls:
+            if ctx.qualified_name(loader.func) not in DATALOADERS or not pins_memory(call_arguments(ctx, loader)):
+                continue
+            for call, arg in facts.handed(loader):
+                positional = [a for a in call.args if a.keyword is None and not a.star]
+                where: int | str = arg.keyword.value if arg.keyword is not None else positional.index(arg)
+                found.extend((target, where) for target in callers.imported(call))
+    return tuple(dict.fromkeys(found))

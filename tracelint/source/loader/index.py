@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from tracelint.source import loops
+from tracelint.source.bindings import target_nodes
 from tracelint.source.context import FileContext, dotted_name, iter_children
 
 # Calls that only read a value (a loader's length, a batch's repr): neither a use of the batches nor an escape.
@@ -57,15 +58,15 @@ class FileIndex:
                 continue
             if kind is cst.Assign:
                 for target in node.targets:
-                    stores.update(_target_nodes(target.target))
+                    stores.update(target_nodes(target.target))
             elif kind in (cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr):
-                stores.update(_target_nodes(node.target))
+                stores.update(target_nodes(node.target))
             elif kind is cst.Param:
                 stores.add(node.name)
             elif kind is cst.AsName:
-                stores.update(_target_nodes(node.name))
+                stores.update(target_nodes(node.name))
             elif kind is cst.Del:
-                stores.update(_target_nodes(node.target))
+                stores.update(target_nodes(node.target))
             work.extend(iter_children(node))
 
     def value(self, name: cst.Name) -> cst.BaseExpression | None:
@@ -175,17 +176,3 @@ def _parameter(function: cst.FunctionDef, call: cst.Call, arg: cst.Arg, bound: b
     if index < len(positional):
         return positional[index]
     return params.star_arg if isinstance(params.star_arg, cst.Param) else None
-
-
-def _target_nodes(target: cst.CSTNode) -> list[cst.CSTNode]:
-    """The Name / Attribute / Subscript nodes an assignment target binds."""
-    if isinstance(target, cst.Tuple | cst.List):
-        return [n for e in target.elements for n in _target_nodes(e.value)]
-    if isinstance(target, cst.StarredElement):
-        return _target_nodes(target.value)
-    return [target]
-
-
-def names_in(target: cst.BaseExpression) -> list[cst.Name]:
-    """The names an assignment or loop target binds (``i, (x, y)`` -> i, x, y)."""
-    return [n for n in _target_nodes(target) if isinstance(n, cst.Name)]

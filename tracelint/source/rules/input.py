@@ -18,13 +18,13 @@ from typing import ClassVar
 import libcst as cst
 
 from tracelint.engine import Edit, Fix
-from tracelint.source.calls import Arguments, call_arguments, is_literal, literal, set_keyword
+from tracelint.source.callers import qualname
+from tracelint.source.calls import Arguments, call_arguments, is_literal, set_keyword
 from tracelint.source.context import FileContext, callee_name, dotted_name
 from tracelint.source.loader.arguments import DATALOADERS, NUM_WORKERS, PIN_MEMORY, Argument, pins_memory, violates
-from tracelint.source.loader.batches import DEVICE_WORDS
+from tracelint.source.loader.batches import device_words
 from tracelint.source.loader.facts import loader_facts
 from tracelint.source.rule import SourceRule
-from tracelint.source.values import words
 from tracelint.source.vocab import FILLED_CREATION, RANDOM_CREATION
 
 
@@ -89,6 +89,15 @@ class DataLoaderWithoutPinnedMemory(_ArgumentRule):
 class CopyWithoutNonBlocking(_LoaderRule):
     code = "TL203"
     triggers = ("pin_memory",)
+    follows_pinned_loaders = True
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.functions: list[cst.FunctionDef] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if self.ctx.pinned_parameters:
+            self.functions.append(node)
 
     def finish(self) -> None:
         facts = loader_facts(self.ctx)
@@ -96,8 +105,28 @@ class CopyWithoutNonBlocking(_LoaderRule):
         for node in self.loaders:
             if pins_memory(call_arguments(self.ctx, node)):
                 copies.update(dict.fromkeys(facts.device_copies(node)))
+        for param in self._pinned_parameters():  # a pinned loader another file of the run passes in
+            copies.update(dict.fromkeys(facts.parameter_copies(param)))
         for call in copies:
             self._check_copy(call)
+
+    def _pinned_parameters(self) -> list[cst.Param]:
+        found = []
+        for function in self.functions:
+            given = self.ctx.pinned_parameters.get(qualname(function, self.ctx) or "")
+            if not given:
+                continue
+            params = [*function.params.posonly_params, *function.params.params]
+            owner = self.ctx.parent(self.ctx.parent(function))
+            if isinstance(owner, cst.ClassDef) and params and not any(
+                    dotted_name(d.decorator) == "staticmethod" for d in function.decorators):
+                params = params[1:]  # self
+            by_name = {p.name.value: p for p in (*params, *function.params.kwonly_params)}
+            for where in given:
+                param = params[where] if isinstance(where, int) and where < len(params) else by_name.get(str(where))
+                if param is not None:
+                    found.append(param)
+        return found
 
     def _check_copy(self, node: cst.Call) -> None:
         method = callee_name(node)
@@ -125,19 +154,10 @@ class TensorBuiltOnHost(SourceRule):
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
             return
-        made = func.value
-        if not isinstance(made, cst.Call):
+        built = self._host_built(func.value)
+        if built is None:
             return
-        name = self.ctx.qualified_name(made.func) or ""
-        leaf = name[len("torch."):]
-        # Not the constructors of data (``torch.tensor(list)``, ``as_tensor``, ``from_numpy``): their values are on
-        # the host, and ``device=`` copies them all the same.
-        if not name.startswith("torch.") or leaf not in FILLED_CREATION | RANDOM_CREATION:
-            return
-        made_args = call_arguments(self.ctx, made)
-        device = made_args.get("device")
-        if not made_args.known or device is not None and not _is_cpu_literal(device):
-            return  # ``torch.zeros(n, device=d).to(torch.half)``; or ``**kwargs`` that may hold a device
+        made, leaf, fixable = built
         target = _move_target(self.ctx, node)
         if target is _NOT_A_MOVE:
             return
@@ -145,14 +165,65 @@ class TensorBuiltOnHost(SourceRule):
         if loop is None or not (loop.on_device or self.facts.device_evidence()):
             return  # once, outside the steps: a one-time copy costs nothing per step
         fix = None
-        if target is not None:
+        if target is not None and fixable:
             value = '"cuda"' if target == "" else target
-            edits = (set_keyword(self.ctx, made, "device", value), self._drop_move(made, node))
+            edits = (set_keyword(self.ctx, made, "device", value), self._drop_move(func.value, node))
             # Random values drawn by the device's generator differ from the host's: a seeded run changes.
             fix = Fix(f"Create it on the device (device={value})", edits, safe=leaf in FILLED_CREATION)
-        self.report(node, f"`torch.{leaf}(...).{func.attr.value}()` in {loop.description} fills a tensor in host "
+        shown = f"torch.{leaf}(...)" if func.value is made else f"torch.{leaf}(...)…"
+        self.report(node, f"`{shown}.{func.attr.value}()` in {loop.description} fills a tensor in host "
                           "memory and copies it to the device every step (a blocking copy that waits for the GPU); "
                           "create it on the device with device=", fix=fix)
+
+    def _host_built(self, expr: cst.BaseExpression, depth: int = 0, filled: bool = False):
+        """(creation call, its name, whether ``device=`` there and dropping the move is the fix) when ``expr`` is a
+        tensor made on the host: a creation call (``torch.zeros(n)``; not ``torch.tensor(data)``: its values are on
+        the host anyway), a legacy typed constructor given sizes and filled in place (``torch.FloatTensor(b,
+        n).fill_(0)``), either followed by shape and dtype methods (``torch.arange(n).view(-1, 1)``,
+        ``.float()``), or a torch function or arithmetic of such a tensor and host values (``torch.tril(
+        torch.ones(n, n))``, ``torch.exp(-c * torch.arange(half) / half)``)."""
+        if depth > 8:
+            return None
+        if isinstance(expr, cst.BinaryOperation):
+            for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
+                found = self._host_built(side, depth + 1, filled)
+                if found is not None and not self.is_tensor(other):
+                    return found[0], found[1], False
+            return None
+        if isinstance(expr, cst.UnaryOperation):
+            found = self._host_built(expr.expression, depth + 1, filled)
+            return (found[0], found[1], False) if found is not None else None
+        if not isinstance(expr, cst.Call):
+            return None
+        func = expr.func
+        name = self.ctx.qualified_name(func) or ""
+        leaf = name[len("torch."):] if name.startswith("torch.") else ""
+        if leaf in FILLED_CREATION | RANDOM_CREATION:
+            args = call_arguments(self.ctx, expr)
+            device = args.get("device")
+            if not args.known or device is not None and not _is_cpu_literal(device):
+                return None  # ``torch.zeros(n, device=d).to(torch.half)``; or ``**kwargs`` that may hold a device
+            return expr, leaf, True
+        if leaf in _LEGACY_CONSTRUCTORS:
+            # sizes, not data (``torch.FloatTensor(obs)`` of an array is a copy of values the host has): filled in
+            # place after, every argument a size-like expression
+            sizes = [a.value for a in expr.args]
+            if filled and sizes and all(a.keyword is None and not a.star for a in expr.args) and all(
+                    isinstance(v, (cst.Integer, cst.Name, cst.Attribute, cst.BinaryOperation, cst.Call))
+                    and not self.is_tensor(v) for v in sizes):
+                return expr, leaf, False  # no device= for a legacy constructor
+            return None
+        if isinstance(func, cst.Attribute) and func.attr.value in _KEEPS_PLACE:
+            if func.attr.value == "type" and "cuda" in self.ctx.code_for(expr):
+                return None  # .type(torch.cuda.FloatTensor) is the move itself
+            found = self._host_built(func.value, depth + 1, filled or func.attr.value in _FILLS)
+            if found is None:
+                return None
+            return found[0], found[1], found[2] is not False and func.attr.value in _SAFE_AFTER_DEVICE
+        if leaf in _HOST_FUNCTIONS and expr.args:
+            found = self._host_built(expr.args[0].value, depth + 1, filled)
+            return (found[0], found[1], False) if found is not None else None
+        return None
 
     def _drop_move(self, made: cst.Call, move: cst.Call) -> Edit:
         """The Edit that deletes the ``.cuda()`` / ``.to(device)`` after the creation call (``made``)."""
@@ -161,6 +232,17 @@ class TensorBuiltOnHost(SourceRule):
 
 
 _NOT_A_MOVE = object()
+# Methods that keep a tensor where it is (shape, dtype, in-place fill); those after which ``device=`` on the creation
+# and no move is the same tensor (not ``.type(torch.ByteTensor)``, which would bring it back to the host).
+_SAFE_AFTER_DEVICE = frozenset({"view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "contiguous", "t",
+                                "transpose", "permute", "float", "long", "int", "double", "bool", "half", "flip",
+                                "clone", "fill_", "zero_"})
+_FILLS = frozenset({"fill_", "zero_", "uniform_", "normal_"})
+_KEEPS_PLACE = _SAFE_AFTER_DEVICE | _FILLS | {"type", "bfloat16"}
+_LEGACY_CONSTRUCTORS = frozenset({f"{kind}Tensor" for kind in ("Float", "Double", "Half", "BFloat16", "Long", "Int",
+                                                                 "Short", "Char", "Byte", "Bool")})
+# torch functions of one tensor computed where it is: a host tensor's result is on the host
+_HOST_FUNCTIONS = frozenset({"tril", "triu", "exp", "log", "sin", "cos", "sqrt", "abs", "outer", "flip", "diag"})
 
 
 def _is_cpu_literal(expr: cst.BaseExpression) -> bool:
@@ -190,17 +272,15 @@ def _move_target(ctx: FileContext, call: cst.Call) -> str | None | object:
 
 
 def _names_device(ctx: FileContext, expr: cst.BaseExpression) -> bool:
-    """``expr`` names a device other than the CPU: ``"cuda"``, ``0``, ``torch.device(...)``, ``x.device``, or a
-    name whose words say device (``device``, ``args.gpu``, ``self.cuda_dev``; not ``local_rank``: DEVICE_WORDS is
-    the narrow set, what TL204 has always used — issue 29 replaces words by what was bound). A tensor
-    (``.to(other)``) or a dtype does not."""
-    if isinstance(expr, cst.SimpleString):
-        return not is_literal(expr, "cpu", "meta") and isinstance(literal(expr), str)
-    if isinstance(expr, cst.Integer):
-        return True
-    if isinstance(expr, cst.Call):
-        return dotted_name(expr.func) == "torch.device" and not _is_cpu_literal(expr)
+    """``expr`` names a device other than the CPU: what the file bound it to says so (``ctx.device``: ``"cuda"``,
+    ``0``, ``torch.device(...)``, ``x.device``, ``dev = torch.device("cuda")``, ``args.device`` defaulting to CUDA);
+    where the file binds nothing, a name whose words say device (``device``, ``args.gpu``, ``self.cuda_dev``:
+    ``device_words``). A tensor (``.to(other)``) or a dtype does not."""
+    if isinstance(expr, cst.Call) and _is_cpu_literal(expr):
+        return False
+    verdict = ctx.device(expr)
+    if verdict is not None:
+        return verdict
     if isinstance(expr, (cst.Name, cst.Attribute)):
-        last = expr.attr.value if isinstance(expr, cst.Attribute) else expr.value
-        return bool(words(last) & DEVICE_WORDS)
+        return device_words(expr.attr.value if isinstance(expr, cst.Attribute) else expr.value)
     return False

@@ -30,7 +30,8 @@ _PROJECT_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg",
 def program_settings(ctx: FileContext) -> frozenset[str]:
     """The precision settings of the programs the file is part of (see the module docstring); the file's own are
     read once (``ast.parse`` of it) for TL401 and TL404."""
-    own = ctx.memo("precision-settings", lambda c: precision_settings(c.source))
+    own = ctx.own_precision if ctx.own_precision is not None else \
+        ctx.memo("precision-settings", lambda c: precision_settings(c.source))
     return own | ctx.program_precision if ctx.program_precision is not None else own
 
 
@@ -79,7 +80,12 @@ class Fp32MatmulOffTensorCores(SourceRule):
             self.loops[loop.node] = (node, loop.description)
 
     def finish(self) -> None:
-        if not self.loops or not self.facts.device_evidence() or program_settings(self.ctx) != {MATMUL}:
+        if not self.loops or not self.facts.device_evidence():
+            return
+        settings = program_settings(self.ctx)
+        if self.ctx.defer_precision and settings <= {MATMUL}:
+            self.ctx.pending.add(self.code)  # the run keeps the findings if the programs compute matmuls, set nothing
+        elif settings != {MATMUL}:
             return  # no matmuls that matter, or the program chose its precision
         pinned = pinned_torch(self.ctx.path)
         if pinned is not None and pinned < TF32_DEFAULT_UNTIL:
@@ -150,9 +156,9 @@ class GemmShapeOffTensorCoreTiles(SourceRule):
         args = call_arguments(self.ctx, node)
         for name, position in _LAYERS[layer]:
             expr = args.get(name, position)
-            value = self.facts.constant_int(expr) if expr is not None else None
-            if value is not None and value >= MIN_SIZE and value % TILE:
-                self.sizes.append((layer.rsplit(".", 1)[-1], name, expr, value))
+            values = self.ctx.ints(expr) if expr is not None else None  # literals and data flow (flow.py)
+            if values and all(v >= MIN_SIZE and v % TILE for v in values):
+                self.sizes.append((layer.rsplit(".", 1)[-1], name, expr, max(values)))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if (dotted_name(node.value) or "").endswith(".weight") and \
@@ -160,8 +166,12 @@ class GemmShapeOffTensorCoreTiles(SourceRule):
             self.tied = True
 
     def finish(self) -> None:
-        if not self.sizes or REDUCED not in program_settings(self.ctx):
+        if not self.sizes:
             return
+        if REDUCED not in program_settings(self.ctx):
+            if not self.ctx.defer_precision:
+                return
+            self.ctx.pending.add(self.code)  # the run keeps the findings if its programs compute in fp16/bf16
         for layer, name, expr, value in self.sizes:
             if layer == "Embedding" and not self.tied:
                 continue  # a lookup table: no GEMM unless an output layer shares its weight

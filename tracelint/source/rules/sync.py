@@ -56,7 +56,7 @@ def _on_device(rule: SourceRule, loop: HotLoop | None) -> HotLoop | None:
 # --------------------------------------------------------------------------------------------------------------
 class ItemInLoop(SourceRule):
     code = "TL101"
-    triggers = (".item(",)
+    triggers = (".item(", "add_scalar")
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -64,6 +64,9 @@ class ItemInLoop(SourceRule):
         self._reported: list[tuple[cst.Call, str]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
+        if _method(node) == "add_scalar":
+            self._logged_scalar(node)
+            return
         if _method(node) != "item" or node.args:
             return
         receiver = node.func.value
@@ -78,6 +81,20 @@ class ItemInLoop(SourceRule):
             self._reported.append((node, message))
         else:
             self.report(node, message)
+
+    def _logged_scalar(self, node: cst.Call) -> None:
+        """``writer.add_scalar(tag, loss)``: TensorBoard (and tensorboardX) read a tensor value with ``.item()``."""
+        value = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "scalar_value"),
+                     None)
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        if value is None and len(positional) >= 2:
+            value = positional[1]
+        if value is None or not self.is_tensor(value):
+            return
+        loop = _sync_loop(self, node)
+        if loop is not None:
+            self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} logs a tensor: TensorBoard reads "
+                              "it with .item(), which copies a scalar to the host and waits for the GPU every step")
 
     def finish(self) -> None:
         # The accumulator fix needs every read of the name, including those after the loop: decided at the end.
@@ -336,6 +353,8 @@ class NonzeroInLoop(SourceRule):
         name = self.ctx.qualified_name(func)
         if name and name.startswith("torch."):
             leaf = name[6:]
+            if node.args and node.args[0].keyword is None and not self.may_be_tensor(node.args[0].value):
+                return  # a host tensor's nonzero counts on the host (a batch built on the CPU, moved later)
             if leaf in _DATA_DEPENDENT:
                 self._report(node, "has a data-dependent output size")
             elif leaf == "where" and len(node.args) == 1 and node.args[0].keyword is None:
