@@ -14,8 +14,10 @@ import re
 import sys
 from collections.abc import Iterable
 from functools import lru_cache
+from itertools import islice
 from operator import itemgetter
 
+from tracelint.trace.events import UNSET, TypedChunk
 from tracelint.trace.kernels import collective_name
 from tracelint.trace.model import GEMM_OPS, KERNEL, MEMCPY, MEMSET
 
@@ -366,8 +368,119 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     add_frame = frames.append
     str_, int_, dict_ = str, int, dict
     lo, hi, max_dur, i64 = -_MAX_TS, _MAX_TS, _MAX_DUR, _I64
-    for chunk in chunks:
+    def typed(chunk: TypedChunk) -> int:
+        """The events of a typed chunk (events.Event) read as the fast path below reads their dicts, up to the first
+        it does not take as it comes (its index is returned: that event and the rest go to the dict readers)."""
+        kinds, gpu_kind, intern_, watched_ = _CATEGORY, _GPU_KIND, intern, watched
+        add_op_, add_call_, add_gpu_, add_memory_, add_frame_ = add_op, add_call, add_gpu, add_memory, add_frame
+        add_sync, add_annotation, frame_of, stack_of_ = syncs.append, annotations.add, _frame, stack_of
+        int__ = int
+        lo_, hi_, max_dur_, i64_ = lo, hi, max_dur, i64
+        unset = UNSET
+        i = -1
         for e in chunk:
+            i += 1
+            cat = e.cat
+            kind = kinds.get(cat)
+            if kind is None:
+                continue
+            if kind == _PYFRAME:
+                name = e.name
+                if name is None:
+                    return i
+                if "): " not in name or (user := frame_of(name)) is None:
+                    continue
+                if user is PIPELINING:
+                    pipelining[0] += 1
+                    continue
+                ts, dur, tid = e.ts, e.dur, e.tid
+                if ts is None or dur is None or tid is None:
+                    return i
+                ts += 0.0
+                if not (lo_ <= ts <= hi_ and 0 <= dur <= max_dur_):
+                    return i
+                add_frame_((tid, ts, ts + dur, *user))
+                continue
+            if kind == _OP or kind == _ANNOTATION:
+                name, args, ts, dur, tid = e.name, e.args, e.ts, e.dur, e.tid
+                if (name is None or args is None or ts is None or dur is None or tid is None
+                        or name.startswith("ProfilerStep#") or name in watched_
+                        or not (lo_ <= ts <= hi_ and 0 <= dur <= max_dur_)):
+                    return i
+                stack = args.call_stack
+                if stack is unset:
+                    add_op_((intern_(name, name), tid, ts, ts + dur, None))
+                elif stack is None:
+                    return i
+                else:
+                    ts += 0.0
+                    add_op_((intern_(name, name), tid, ts, ts + dur, stack_of_(stack)))
+                if kind == _ANNOTATION:
+                    add_annotation(name)
+                continue
+            if kind == _RUNTIME:
+                name, args, ts, dur, tid = e.name, e.args, e.ts, e.dur, e.tid
+                if name is None or args is None or ts is None or dur is None or tid is None:
+                    return i
+                corr = args.correlation
+                if corr is None or not (lo_ <= ts <= hi_ and 0 <= dur <= max_dur_):
+                    return i
+                add_call_((intern_(name, name), tid, ts, ts + dur, corr))
+                continue
+            if kind == _GPU:
+                name, args, ts, dur = e.name, e.args, e.ts, e.dur
+                if name is None or args is None or ts is None or dur is None:
+                    return i
+                device, stream, corr, nbytes = args.device, args.stream, args.correlation, args.bytes
+                if (device is None or stream is None or corr is None or args.collective is not unset
+                        or not (lo_ <= ts <= hi_ and 0 <= dur <= max_dur_ and -i64_ <= device < i64_
+                                and (nbytes is None or 0 <= nbytes < i64_))):
+                    return i
+                add_gpu_((gpu_kind[cat], intern_(name, name), device, stream, ts, ts + dur, corr, nbytes))
+                continue
+            if kind == _INSTANT:
+                if e.name != "[memory]":
+                    continue
+                args, ts = e.args, e.ts
+                if cat is None or args is None or ts is None:
+                    return i
+                device_type = args.device_type
+                if device_type is unset:
+                    return i
+                if device_type != 0:
+                    device, nbytes, total = args.device_id, args.alloc_bytes, args.total_allocated
+                    if total is unset:
+                        total = None
+                    if not (device.__class__ is int__ and -i64_ <= device < i64_
+                            and nbytes.__class__ is int__ and -i64_ <= nbytes < i64_
+                            and (total is None or (total.__class__ is int__ and -i64_ <= total < i64_))
+                            and lo_ <= ts <= hi_):
+                        return i
+                    add_memory_((ts + 0, device, nbytes, total))
+                continue
+            if kind == _SYNC:
+                name, args, ts, dur = e.name, e.args, e.ts, e.dur
+                if args is None or ts is None:
+                    return i
+                device, corr = args.device, args.correlation
+                if device is None or not (lo_ <= ts <= hi_ and -i64_ <= device < i64_
+                                          and (dur is None or 0 <= dur <= max_dur_)):
+                    return i
+                name = "" if name is None else name
+                add_sync((intern_(name, name), device or 0, ts, ts + (0.0 if dur is None else dur), corr))
+                continue
+            return i  # a CUPTI range: its counters are the names of all its args
+        return i + 1
+
+    for chunk in chunks:
+        start = 0
+        if chunk.__class__ is TypedChunk:
+            start = typed(chunk)
+            if start == len(chunk):
+                seen += len(chunk)
+                continue
+            chunk = chunk.dicts()
+        for e in islice(chunk, start, None) if start else chunk:
             try:
                 kind = category(e.get("cat"))
             except (TypeError, AttributeError):  # an unhashable cat (a list), or an item that is not an object

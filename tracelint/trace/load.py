@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import orjson
 
 from tracelint.trace._jsonfix import loads_lenient
+from tracelint.trace.events import TypedChunk, decode_typed
 from tracelint.trace.filetext import DEFAULT_MAX_STRING_BYTES, Limits, TraceReadError, format_size, read_text
 
 # ~500 events per chunk: enough to amortise the per-chunk calls, and small enough that the decoded dicts are still
@@ -79,12 +80,13 @@ class TraceFile:
     _max_string: int = field(default=DEFAULT_MAX_STRING_BYTES, repr=False)
     events_read: int = 0  # event objects the last complete iteration (or map_parts) gave
 
-    def iter_chunks(self) -> ChunkStream:
-        """Event dicts in file order, one list per chunk. Iterating again starts over."""
+    def iter_chunks(self, typed: bool = False) -> ChunkStream:
+        """Event dicts in file order, one list per chunk. Iterating again starts over. ``typed``: a chunk that
+        msgspec can decode comes as a TypedChunk of events.Event Structs instead (collect.py reads both)."""
         self.warnings[:] = self._open_warnings
         self.truncated = False
         self.events_read = 0
-        return ChunkStream(self)
+        return ChunkStream(self, typed)
 
     def close(self) -> None:
         """Drop the raw bytes (the largest thing held); iter_chunks() cannot run afterwards."""
@@ -129,9 +131,10 @@ class ChunkStream:
     """What `iter_chunks()` returns: an iterator of event chunks that a consumer can also split across processes
     with `map_parts`."""
 
-    def __init__(self, trace: TraceFile) -> None:
+    def __init__(self, trace: TraceFile, typed: bool = False) -> None:
         self._trace = trace
-        self._chunks = _EventReader(trace).run()
+        self._typed = typed
+        self._chunks = _EventReader(trace, typed).run()
 
     def __iter__(self) -> ChunkStream:
         return self
@@ -146,7 +149,7 @@ class ChunkStream:
         (their results come back pickled: `fn` should return compact data). When any part needs the slow path
         the parallel results are dropped and the whole stream is read here, so odd files behave as they always
         did."""
-        results = _map_parallel(self._trace, fn)
+        results = _map_parallel(self._trace, fn, self._typed)
         return results if results is not None else [fn(self)]
 
 
@@ -291,10 +294,11 @@ class _Notes:
 
 
 class _EventReader:
-    def __init__(self, trace: TraceFile) -> None:
+    def __init__(self, trace: TraceFile, typed: bool = False) -> None:
         self.trace = trace
         self.data = trace._data
         self.notes = _Notes()
+        self.typed = typed
 
     def run(self) -> Iterator[list[dict[str, Any]]]:
         if not self.data:
@@ -328,7 +332,8 @@ class _EventReader:
                 events = self._decode_spans(spans)
             else:
                 how = _PART_END if next_pos == stop else _MORE
-            events = self._keep_objects(events)
+            if events.__class__ is not TypedChunk:  # (a typed chunk holds objects only)
+                events = self._keep_objects(events)
             notes.events += len(events)
             if events:
                 yield events
@@ -356,12 +361,27 @@ class _EventReader:
             if self.trace._max_string:  # a chunk this long may hold a string over the limit: the slow path checks
                 cuts = [c for c in cuts if c[0] - pos <= CHUNK_BYTES + self.trace._max_string]
         view = memoryview(data)
+        if self.typed:
+            for end, next_pos in cuts:
+                buf = b"".join((b"[", view[pos:end], b"]"))
+                events = decode_typed(buf)
+                if events is not None:
+                    return TypedChunk(events, lambda buf=buf: self._dicts(buf)), next_pos
         for decode in (_decode_fast, self._decode_repaired):
             for end, next_pos in cuts:
                 events = decode(b"".join((b"[", view[pos:end], b"]")))
                 if events is not None:
                     return events, next_pos
         return None, pos
+
+    def _dicts(self, buf: bytes) -> list[Any]:
+        """The events of a chunk that decode_typed read, as dicts (for the events collect.py reads from dicts)."""
+        events = _decode_fast(buf)
+        if events is None:
+            events = self._decode_repaired(buf)
+        if events is None:  # decode_typed reads only what orjson reads
+            raise TraceReadError("a chunk of events msgspec decoded is not readable as JSON")
+        return events
 
     def _decode_repaired(self, buf: bytes) -> list[Any] | None:
         try:
@@ -503,7 +523,8 @@ class _SlowPart(Exception):
     """A part of a parallel read met something only the serial reader's slow path handles."""
 
 
-def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]], R]) -> list[R] | None:
+def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]], R], typed: bool = False
+                  ) -> list[R] | None:
     """`fn` over one part of the events per core, the first here and the others in forked processes; None when
     the trace is small, the platform cannot fork (or threads run, which fork does not copy), or a part needs the
     slow path."""
@@ -536,7 +557,7 @@ def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]
                 try:
                     os.close(r)
                     trace._progress = None
-                    payload = pickle.dumps(_read_part(trace, fn, pos, stop), protocol=pickle.HIGHEST_PROTOCOL)
+                    payload = pickle.dumps(_read_part(trace, fn, pos, stop, typed), protocol=pickle.HIGHEST_PROTOCOL)
                     with open(w, "wb") as out:
                         out.write(payload)
                     code = 0
@@ -544,7 +565,7 @@ def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]
                     os._exit(code)
             os.close(w)
             children.append((pid, r))
-        results.append(_read_part(trace, fn, starts[0], stops[0]))
+        results.append(_read_part(trace, fn, starts[0], stops[0], typed))
         for _, r in children:
             with open(r, "rb", closefd=False) as pipe:
                 payload = pipe.read()
@@ -577,11 +598,11 @@ def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]
     return [part[0] for part in results]
 
 
-def _read_part(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]], R], pos: int, stop: int | None
-               ) -> tuple[R, _Notes, int, str] | None:
+def _read_part(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]], R], pos: int, stop: int | None,
+               typed: bool = False) -> tuple[R, _Notes, int, str] | None:
     """(fn's result, the notes, where the part ended and how) of the part from `pos` to `stop`; None when it needs
     the slow path."""
-    reader = _EventReader(trace)
+    reader = _EventReader(trace, typed)
     ended: list[tuple[int, str]] = []
 
     def chunks() -> Iterator[list[dict[str, Any]]]:
