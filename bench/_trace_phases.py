@@ -82,7 +82,7 @@ def main() -> int:
     gc.disable()
     trace = load.open_trace(path)
     w0, c0 = time.perf_counter(), cpu()
-    trace.iter_chunks().map_parts(lambda chunks: sum(len(c) for c in chunks))
+    trace.iter_chunks(typed=True).map_parts(lambda chunks: sum(len(c) for c in chunks))
     phases["decode"] = [time.perf_counter() - w0, cpu() - c0]
     phases["event model"] = [phases["decode+model"][i] - phases["decode"][i] for i in (0, 1)]
     phases["total"] = total

@@ -240,6 +240,7 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     watched = GEMM_OPS | {COMM_OP}
     annotations: set[str] = set()
     stacks: dict[str, str | None] = {}  # "Call stack" arg -> its innermost user frame
+    frames_seen: dict[str, object] = {}  # a python_function name -> what _frame gives (None too), in the typed reader
     problems: dict[tuple[str, bool], list[int]] = {}
     seen = 0  # events of the chunks before the current one
     chunk: list = []
@@ -377,6 +378,7 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
         int__ = int
         lo_, hi_, max_dur_, i64_ = lo, hi, max_dur, i64
         unset = UNSET
+        known_frames, frame_get, missing = frames_seen, frames_seen.get, _Bad  # (_Bad: a value no name maps to)
         i = -1
         for e in chunk:
             i += 1
@@ -386,9 +388,12 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                 continue
             if kind == _PYFRAME:
                 name = e.name
-                if name is None:
-                    return i
-                if "): " not in name or (user := frame_of(name)) is None:
+                user = frame_get(name, missing)
+                if user is missing:
+                    if name is None:
+                        return i
+                    user = known_frames[name] = frame_of(name) if "): " in name else None
+                if user is None:
                     continue
                 if user is PIPELINING:
                     pipelining[0] += 1
