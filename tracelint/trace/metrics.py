@@ -11,6 +11,7 @@ import re
 import statistics
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
+from operator import attrgetter
 
 from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
 from tracelint.engine.thresholds import default as threshold_default
@@ -22,6 +23,7 @@ _BACKWARD = re.compile(r"Backward\d*$")
 _CORE_NAMESPACES = frozenset({"aten", "prim", "prims", "c10d", "c10", "torch", "autograd", "cuda", "cudnn", "miopen",
                               "mkldnn", "quantized", "profiler", "inductor", "_c10d_functional", "c10d_functional",
                               "_quantized", "sparse", "fbgemm", "nccl"})
+_name = attrgetter("name")
 _WRAPPERS = ("## Call CompiledFxGraph", "CompiledFunction", "Torch-Compiled Region", "## ")
 # The caching allocator giving memory back to the driver: cudaFree synchronizes the device.
 ALLOCATOR_FREES = frozenset({"cudaFree", "cuMemFree", "cuMemFree_v2", "hipFree", "cudaFreeHost", "hipHostFree",
@@ -201,15 +203,20 @@ def _idle_causes(model: TraceModel, starts, ends, first, min_gap_us: float) -> t
         if found is None:
             ops = model.ops_on(tid)[1]
             calls = calls_by_tid.get(tid, [])
-            data = [(o.start, o.end) for o in ops if is_dataloader_next(o.name)]
+            # each name is judged once (names are interned: a thread repeats a few hundred of them per step)
+            op_names, call_names = set(map(_name, ops)), set(map(_name, calls))
+            loader = {n for n in op_names if is_dataloader_next(n)}
+            autotune = {n for n in op_names | call_names if _AUTOTUNE.search(n)}
+            wrappers = {n for n in op_names if is_wrapper(n, annotations)}
+            data = [(o.start, o.end) for o in ops if o.name in loader] if loader else []
             found = unions[tid] = (
                 merge(data),
                 merge((c.start, c.end) for c in calls if c.name in SYNC_CALLS),
                 merge((c.start, c.end) for c in calls if c.name in ALLOCATOR_FREES),
-                merge((o.start, o.end) for o in [*ops, *calls] if _AUTOTUNE.search(o.name)),
+                merge((o.start, o.end) for o in [*ops, *calls] if o.name in autotune) if autotune else merge(()),
                 # the thread's own work: ops and runtime calls, not the spans that only enclose other code (the
                 # DataLoader's are kept: their time is subtracted as data_wait below)
-                merge([(o.start, o.end) for o in ops if not is_wrapper(o.name, annotations)]
+                merge([(o.start, o.end) for o in ops if o.name not in wrappers]
                       + [(c.start, c.end) for c in calls] + data),
             )
         return found
