@@ -17,7 +17,7 @@ from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
 from tracelint.engine.thresholds import default as threshold_default
 from tracelint.trace.analysis import Gap, StepStats, TraceAnalysis
 from tracelint.trace.intervals import merge, overlap
-from tracelint.trace.model import D2H, H2D, KERNEL, PAGEABLE, PINNED, SYNC_CALLS, GpuEvent, TraceModel
+from tracelint.trace.model import D2H, H2D, KERNEL, MEMCPY, PAGEABLE, PINNED, SYNC_CALLS, GpuEvent, TraceModel
 
 _BACKWARD = re.compile(r"Backward\d*$")
 _CORE_NAMESPACES = frozenset({"aten", "prim", "prims", "c10d", "c10", "torch", "autograd", "cuda", "cudnn", "miopen",
@@ -250,7 +250,7 @@ def _idle_causes(model: TraceModel, starts, ends, first, min_gap_us: float) -> t
 
 
 def _copy_metrics(m: dict, launched: list[GpuEvent], window, busy: float, n_windows: int) -> None:
-    h2d = [g for g in launched if g.direction == H2D]
+    h2d = [g for g in launched if g.kind == MEMCPY and g.direction == H2D]
     pageable = [g for g in h2d if g.host_memory == PAGEABLE]
     pinned = [g for g in h2d if g.host_memory == PINNED]
 
@@ -273,7 +273,7 @@ def _copy_metrics(m: dict, launched: list[GpuEvent], window, busy: float, n_wind
         m["h2d_pct_of_gpu_busy"] = _pct(sum(e - s for s, e in zip(starts, ends, strict=True)), busy)
     else:
         m["h2d_pct_of_gpu_busy"] = None
-    dtoh = sum(1 for g in launched if g.direction == D2H)
+    dtoh = sum(1 for g in launched if g.kind == MEMCPY and g.direction == D2H)
     m["dtoh_count"] = dtoh
     m["dtoh_per_step"] = round(dtoh / n_windows, 2)
 
@@ -353,9 +353,13 @@ def _step_stats(model: TraceModel, launched: list[GpuEvent], device: int | None)
 def _breakdowns(model: TraceModel, spans) -> list[dict]:
     main = model.main_tid
     main_ops = model.ops_on(main)[1]
-    data = merge((o.start, o.end) for o in main_ops if is_dataloader_next(o.name))
-    optim = merge((o.start, o.end) for o in main_ops if is_optimizer(o.name))
-    backward = [o for o in model.ops if is_backward(o.name)]  # sorted by start
+    names = model.op_names()
+    loader = {n for n in names if is_dataloader_next(n)}
+    optimizer = {n for n in names if is_optimizer(n)}
+    autograd = {n for n in names if is_backward(n)}
+    data = merge((o.start, o.end) for o in main_ops if o.name in loader)
+    optim = merge((o.start, o.end) for o in main_ops if o.name in optimizer)
+    backward = [o for o in model.ops if o.name in autograd]  # sorted by start
     bw_starts = [o.start for o in backward]
     out = []
     for _, _, s, e in spans:
