@@ -17,6 +17,8 @@ from functools import lru_cache
 from itertools import islice
 from operator import itemgetter
 
+import orjson
+
 from tracelint.trace.events import UNSET, TypedChunk
 from tracelint.trace.kernels import collective_name
 from tracelint.trace.model import GEMM_OPS, KERNEL, MEMCPY, MEMSET
@@ -375,6 +377,7 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
         kinds, gpu_kind, intern_, watched_ = _CATEGORY, _GPU_KIND, intern, watched
         add_op_, add_call_, add_gpu_, add_memory_, add_frame_ = add_op, add_call, add_gpu, add_memory, add_frame
         add_sync, add_annotation, frame_of, stack_of_ = syncs.append, annotations.add, _frame, stack_of
+        add_step, add_shaped, loads = steps.append, shaped.append, orjson.loads
         int__ = int
         lo_, hi_, max_dur_, i64_ = lo, hi, max_dur, i64
         unset = UNSET
@@ -408,11 +411,32 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                 continue
             if kind == _OP or kind == _ANNOTATION:
                 name, args, ts, dur, tid = e.name, e.args, e.ts, e.dur, e.tid
-                if (name is None or args is None or ts is None or dur is None or tid is None
-                        or name.startswith("ProfilerStep#") or name in watched_
-                        or not (lo_ <= ts <= hi_ and 0 <= dur <= max_dur_)):
+                if name is None or ts is None or tid is None:
+                    return i
+                if name.startswith("ProfilerStep#"):  # as read() takes a step
+                    m = _STEP_RE.match(name)
+                    if (m is None or len(m.group(1)) >= 19 or not lo_ <= ts <= hi_
+                            or not (dur is None or 0 <= dur <= max_dur_)):
+                        return i
+                    add_step((int(m.group(1)), tid, ts, ts + (0.0 if dur is None else dur)))
+                    continue
+                if args is None or dur is None or not (lo_ <= ts <= hi_ and 0 <= dur <= max_dur_):
                     return i
                 stack = args.call_stack
+                if name in watched_:
+                    if name == COMM_OP or stack is None:
+                        return i
+                    shape_args = {}
+                    try:
+                        if args.input_dims is not None:
+                            shape_args["Input Dims"] = loads(memoryview(args.input_dims))
+                        if args.input_types is not None:
+                            shape_args["Input type"] = loads(memoryview(args.input_types))
+                    except ValueError:  # (orjson's error) a value the loader's repairs read
+                        return i
+                    found = _shapes(shape_args)
+                else:
+                    found = None
                 if stack is unset:
                     add_op_((intern_(name, name), tid, ts, ts + dur, None))
                 elif stack is None:
@@ -420,6 +444,8 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                 else:
                     ts += 0.0
                     add_op_((intern_(name, name), tid, ts, ts + dur, stack_of_(stack)))
+                if found is not None:
+                    add_shaped((intern_(name, name), tid, ts + 0.0, ts + dur, *found))
                 if kind == _ANNOTATION:
                     add_annotation(name)
                 continue

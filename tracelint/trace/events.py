@@ -7,8 +7,8 @@ from orjson's is not decoded here: invalid UTF-8 in a value msgspec skips (orjso
 repairs then replace the bytes and say so), and an integer field beyond 64 bits (orjson reads it as a float; here
 the bounds refuse it). A number that overflows a double in a skipped value makes orjson refuse the chunk too, but
 the loader's repairs read it as the same events, so it changes nothing. And any event the typed reader of collect.py
-does not expect (a field missing or of another type, a step, an op whose args it reads further) sends the rest of
-its chunk to the dict reader (``TypedChunk.dicts``).
+does not expect (a field missing or of another type, an op whose args it reads further than its shapes) sends the
+rest of its chunk to the dict reader (``TypedChunk.dicts``).
 """
 from __future__ import annotations
 
@@ -34,6 +34,9 @@ class Args(msgspec.Struct, gc=False):
     device_id: Any = field(default=UNSET, name="Device Id")
     alloc_bytes: Any = field(default=UNSET, name="Bytes")
     total_allocated: Any = field(default=UNSET, name="Total Allocated")
+    # a GEMM op's shapes (collect._shapes), kept undecoded (None: absent) and decoded by orjson for the few ops read
+    input_dims: msgspec.Raw = field(default=None, name="Input Dims")
+    input_types: msgspec.Raw = field(default=None, name="Input type")
 
 
 class Event(msgspec.Struct, gc=False):
