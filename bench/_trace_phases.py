@@ -19,6 +19,7 @@ Phases (wall and CPU seconds; CPU counts this process and the loader's reaped wo
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import resource
@@ -61,7 +62,8 @@ def main() -> int:
     add("imports", time.perf_counter() - T0, cpu() - CPU0)
 
     analyze.open_trace = timed("read/map", load.open_trace)
-    load.ChunkStream.map_parts = timed("decode+model", load.ChunkStream.map_parts)
+    map_parts = load.ChunkStream.map_parts
+    load.ChunkStream.map_parts = timed("decode+model", map_parts)
     build._finish = timed("launch matching", build._finish)
     analyze.build_model = timed("build_model", build.build_model)
     analyze._measure = timed("metrics", analyze._measure)
@@ -80,9 +82,12 @@ def main() -> int:
     # decode alone: the same split of the same file, each part's chunks decoded and dropped
     import gc
     gc.disable()
+    load.ChunkStream.map_parts = map_parts
     trace = load.open_trace(path)
+    chunks = trace.iter_chunks(typed=True) if "typed" in inspect.signature(trace.iter_chunks).parameters else \
+        trace.iter_chunks()  # (a checkout from before the typed read)
     w0, c0 = time.perf_counter(), cpu()
-    trace.iter_chunks(typed=True).map_parts(lambda chunks: sum(len(c) for c in chunks))
+    chunks.map_parts(lambda chunks: sum(len(c) for c in chunks))
     phases["decode"] = [time.perf_counter() - w0, cpu() - c0]
     phases["event model"] = [phases["decode+model"][i] - phases["decode"][i] for i in (0, 1)]
     phases["total"] = total

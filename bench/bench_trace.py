@@ -225,64 +225,80 @@ def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def phases_study(files: list[Path], python: str, repeat: int) -> int:
-    """--phases: for each file, `repeat` rounds of (msgspec peer, tracelint end to end, tracelint phase by phase),
-    interleaved so that each round sees the same load; best of the rounds, medians beside."""
+def phases_study(files: list[Path], python: str, repeat: int, repos: list[Path]) -> int:
+    """--phases: for each file, `repeat` rounds of (msgspec peer, then for each checkout in `repos`: tracelint end
+    to end and phase by phase), interleaved so that each round sees the same load; best of the rounds, medians
+    beside. The target is judged on the last checkout."""
+    import subprocess
+
     venv = ensure_venv("venv-msgspec", ["msgspec"], "python")
     peer = [str(venv_bin(venv, "python")), "-I", "-c", MSGSPEC_PEER]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    import subprocess
-    subprocess.run([python, "-m", "compileall", "-q", str(REPO / "tracelint")], env=env, check=False,
-                   stdout=subprocess.DEVNULL)  # the sources under test, byte-compiled as an install would
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for repo in repos:  # the sources under test, byte-compiled as an install would
+        subprocess.run([python, "-m", "compileall", "-q", str(repo / "tracelint")], env=env, check=False,
+                       stdout=subprocess.DEVNULL)
+        print(f"tracelint under test: {repo} ({python})")
     out_dir = CACHE / "out"
     out_dir.mkdir(parents=True, exist_ok=True)
     ok = True
     for path in files:
         size = path.stat().st_size
         print(f"\n== {path} ({size / 1e6:.1f} MB on disk) ==")
-        runs: dict[str, list[dict]] = {"msgspec": [], "tracelint": [], "phases": []}
+        peers: list[dict] = []
+        runs: dict[Path, dict[str, list[dict]]] = {repo: {"tracelint": [], "phases": []} for repo in repos}
         for _ in range(repeat):
-            runs["msgspec"].append(measure([*peer, str(path)], stdout_path=out_dir / "trace_msgspec.out"))
-            runs["msgspec"][-1].update(json.loads(Path(runs["msgspec"][-1]["stdout"]).read_text()))
-            runs["tracelint"].append(measure([python, "-m", "tracelint", "trace", str(path), "--format", "json"],
-                                             stdout_path=out_dir / "trace_tracelint.out", env=env))
-            runs["phases"].append(measure([python, str(BENCH / "_trace_phases.py"), str(path)],
-                                          stdout_path=out_dir / "trace_phases.out", env=env))
-            runs["phases"][-1]["table"] = json.loads(Path(runs["phases"][-1]["stdout"]).read_text())
-        for name, rs in runs.items():
-            bad = [r for r in rs if r["rc"] not in (0, 1)]
-            if bad:
-                print(f"{name} failed (exit {bad[0]['rc']}): {tail(bad[0]['stderr'])}")
-                return 2
-        best = min(runs["phases"], key=lambda r: r["table"]["total"][0])["table"]
-        order = ["imports", "read/map", "decode+model", "decode", "event model", "launch matching", "model other",
-                 "metrics", "verdict+rules", "rendering", "total"]
-        rows = [[("  " if k in ("decode", "event model") else "") + k, f"{best[k][0]:.3f}", f"{best[k][1]:.3f}",
-                 f"{100 * best[k][0] / best['total'][0]:.0f}"] for k in order if k in best]
-        print("phases (the run with the smallest total of", repeat, "):")
-        print(table(["phase", "wall s", "cpu s", "% wall"], rows))
-        decode_w = [r["decode"] for r in runs["msgspec"]]
-        peer_w = [r["wall"] for r in runs["msgspec"]]
-        tl_w = [r["wall"] for r in runs["tracelint"]]
-        rss = max(r["rss_mb"] for r in runs["tracelint"])
-        peer_rss = max(r["rss_mb"] for r in runs["msgspec"])
+            peers.append(measure([*peer, str(path)], stdout_path=out_dir / "trace_msgspec.out"))
+            peers[-1].update(json.loads(Path(peers[-1]["stdout"]).read_text()))
+            for repo in repos:
+                # run from the checkout (python -m puts the working directory first on sys.path)
+                env = dict(os.environ, PYTHONPATH=str(repo))
+                runs[repo]["tracelint"].append(measure(
+                    [python, "-m", "tracelint", "trace", str(path), "--format", "json"],
+                    stdout_path=out_dir / "trace_tracelint.out", env=env, cwd=repo))
+                runs[repo]["phases"].append(measure([python, str(BENCH / "_trace_phases.py"), str(path)],
+                                                    stdout_path=out_dir / "trace_phases.out", env=env, cwd=repo))
+                runs[repo]["phases"][-1]["table"] = json.loads(Path(runs[repo]["phases"][-1]["stdout"]).read_text())
+        decode_w = [r["decode"] for r in peers]
+        peer_w = [r["wall"] for r in peers]
         print(f"msgspec typed decode, 1 thread:  decode {_stats(decode_w)} s (read "
-              f"{_stats([r['read'] for r in runs['msgspec']])} s); whole process wall {_stats(peer_w)} s, "
-              f"peak RSS {peer_rss:.0f} MB")
-        print(f"tracelint trace --format json:   wall {_stats(tl_w)} s, cpu "
-              f"{_stats([r['cpu'] for r in runs['tracelint']])} s, peak RSS {rss:.0f} MB")
-        limit = TARGET_GZIP_RSS_MB if path.suffix == ".gz" else TARGET_PHASES_RSS_MB
-        ratio = min(tl_w) / min(decode_w)
-        for what, peer_x in (("msgspec decode", decode_w), ("msgspec process", peer_w)):
-            per_round = sorted(t / p for t, p in zip(tl_w, peer_x, strict=True))
-            print(f"tracelint / {what}: best/best {min(tl_w) / min(peer_x):.2f}x, median/median "
-                  f"{_median(tl_w) / _median(peer_x):.2f}x, per round " + ", ".join(f"{r:.2f}" for r in per_round))
-        print(f"targets: tracelint <= {TARGET_PEER_RATIO:.1f}x the msgspec decode (best/best): "
-              f"{'PASS' if ratio <= TARGET_PEER_RATIO else 'FAIL'} ({ratio:.2f}x); peak RSS <= {limit} MB: "
-              f"{'PASS' if rss <= limit else 'FAIL'} ({rss:.0f} MB)")
-        ok = ok and rss <= limit and (path.suffix == ".gz" or ratio <= TARGET_PEER_RATIO)
+              f"{_stats([r['read'] for r in peers])} s); whole process wall {_stats(peer_w)} s, "
+              f"peak RSS {max(r['rss_mb'] for r in peers):.0f} MB")
+        for repo in repos:
+            passed = _phases_report(path, repo, runs[repo], decode_w, peer_w)
+            ok = ok and (passed or repo != repos[-1])
     return 0 if ok else 1
+
+
+def _phases_report(path: Path, repo: Path, runs: dict[str, list[dict]], decode_w: list[float],
+                   peer_w: list[float]) -> bool:
+    for name, rs in runs.items():
+        bad = [r for r in rs if r["rc"] not in (0, 1)]
+        if bad:
+            print(f"{repo}: {name} failed (exit {bad[0]['rc']}): {tail(bad[0]['stderr'])}")
+            return False
+    repeat = len(runs["phases"])
+    best = min(runs["phases"], key=lambda r: r["table"]["total"][0])["table"]
+    order = ["imports", "read/map", "decode+model", "decode", "event model", "launch matching", "model other",
+             "metrics", "verdict+rules", "rendering", "total"]
+    rows = [[("  " if k in ("decode", "event model") else "") + k, f"{best[k][0]:.3f}", f"{best[k][1]:.3f}",
+             f"{100 * best[k][0] / best['total'][0]:.0f}"] for k in order if k in best]
+    print(f"\n-- {repo}: phases (the run with the smallest total of {repeat}; decode and event model: decode+model "
+          "split by decoding the same parts again alone):")
+    print(table(["phase", "wall s", "cpu s", "% wall"], rows))
+    tl_w = [r["wall"] for r in runs["tracelint"]]
+    rss = max(r["rss_mb"] for r in runs["tracelint"])
+    print(f"tracelint trace --format json:   wall {_stats(tl_w)} s, cpu "
+          f"{_stats([r['cpu'] for r in runs['tracelint']])} s, peak RSS {rss:.0f} MB")
+    limit = TARGET_GZIP_RSS_MB if path.suffix == ".gz" else TARGET_PHASES_RSS_MB
+    ratio = min(tl_w) / min(decode_w)
+    for what, peer_x in (("msgspec decode", decode_w), ("msgspec process", peer_w)):
+        per_round = sorted(t / p for t, p in zip(tl_w, peer_x, strict=True))
+        print(f"tracelint / {what}: best/best {min(tl_w) / min(peer_x):.2f}x, median/median "
+              f"{_median(tl_w) / _median(peer_x):.2f}x, per round " + ", ".join(f"{r:.2f}" for r in per_round))
+    print(f"targets: tracelint <= {TARGET_PEER_RATIO:.1f}x the msgspec decode (best/best): "
+          f"{'PASS' if ratio <= TARGET_PEER_RATIO else 'FAIL'} ({ratio:.2f}x); peak RSS <= {limit} MB: "
+          f"{'PASS' if rss <= limit else 'FAIL'} ({rss:.0f} MB)")
+    return rss <= limit and (path.suffix == ".gz" or ratio <= TARGET_PEER_RATIO)
 
 
 def main() -> int:
@@ -301,6 +317,9 @@ def main() -> int:
     ap.add_argument("--python", default=sys.executable, help="--phases: the Python that runs this checkout's "
                     "tracelint (PYTHONPATH=the repo; default: this one)")
     ap.add_argument("--no-gzip", action="store_true", help="--phases: the plain trace only")
+    ap.add_argument("--repo", type=Path, action="append", help="--phases: a checkout whose tracelint is measured "
+                    "(default: this one); repeat it for a before/after table in one run (e.g. a `git archive` copy of "
+                    "the commit before a change, then this one), each measured in every round")
     args = ap.parse_args()
     load0 = os.getloadavg()
 
@@ -319,7 +338,7 @@ def main() -> int:
         print(f"trace: {big}  ({info['bytes'] / 1e6:.1f} MB = {info['bytes'] / 2**20:.1f} MiB, {info['events']} "
               f"events, {info['steps']} ProfilerSteps, {info['copies']} copies of {info['source']})")
         files = [big] if args.no_gzip else [big, gzipped(big)]
-        status = phases_study(files, args.python, max(args.repeat, 3))
+        status = phases_study(files, args.python, max(args.repeat, 3), [r.resolve() for r in args.repo or [REPO]])
         print(f"machine: {os.cpu_count()} CPUs, load average at start {load0[0]:.1f}, at end {os.getloadavg()[0]:.1f}")
         return status
 
