@@ -9,13 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.shared import PUBLIC_TRACES
+from tests.shared import MULTI_GPU_TRACES, PUBLIC_TRACES
 from tracelint.trace import load
 from tracelint.trace.collect import collect
 from tracelint.trace.events import TypedChunk
 
 FIXTURES = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "traces").glob("*.json.gz"))
-PUBLIC = sorted(PUBLIC_TRACES.glob("*.json.gz")) if PUBLIC_TRACES.is_dir() else []
+# every trace of the corpus, the ranks of its jobs too (their collectives are read from dicts: the typed decode
+# backs off there)
+SHARED = sorted(p for root in (PUBLIC_TRACES, MULTI_GPU_TRACES) if root.is_dir() for p in root.rglob("*.json*")
+                if not p.name.startswith(("manifest", "truth.")))  # (a job's notes, not traces)
 
 
 def _read(path: Path, typed: bool) -> tuple[str, list[str], bool, int, int]:
@@ -38,9 +41,9 @@ def test_fixture_traces_read_the_same_typed(path):
     assert _same(path) > 0  # and the typed path did read them
 
 
-@pytest.mark.shared()
-@pytest.mark.parametrize("path", PUBLIC, ids=lambda p: p.name)
-def test_public_traces_read_the_same_typed(path):
+@pytest.mark.shared("public", "multi-gpu")
+@pytest.mark.parametrize("path", SHARED, ids=lambda p: str(p.relative_to(p.parents[1])))
+def test_shared_traces_read_the_same_typed(path):
     _same(path)
 
 

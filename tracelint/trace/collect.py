@@ -371,7 +371,7 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     add_frame = frames.append
     str_, int_, dict_ = str, int, dict
     lo, hi, max_dur, i64 = -_MAX_TS, _MAX_TS, _MAX_DUR, _I64
-    def typed(chunk: TypedChunk) -> int:
+    def typed(chunk: TypedChunk, start: int) -> int:
         """The events of a typed chunk (events.Event) read as the fast path below reads their dicts, up to the first
         it does not take as it comes (its index is returned: that event and the rest go to the dict readers)."""
         kinds, gpu_kind, intern_, watched_ = _CATEGORY, _GPU_KIND, intern, watched
@@ -382,8 +382,8 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
         lo_, hi_, max_dur_, i64_ = lo, hi, max_dur, i64
         unset = UNSET
         known_frames, frame_get, missing = frames_seen, frames_seen.get, _Bad  # (_Bad: a value no name maps to)
-        i = -1
-        for e in chunk:
+        i = start - 1
+        for e in islice(chunk, start, None) if start else chunk:
             i += 1
             cat = e.cat
             kind = kinds.get(cat)
@@ -503,112 +503,123 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
             return i  # a CUPTI range: its counters are the names of all its args
         return i + 1
 
-    for chunk in chunks:
-        start = 0
-        if chunk.__class__ is TypedChunk:
-            start = typed(chunk)
-            if start == len(chunk):
-                seen += len(chunk)
-                continue
-            chunk = chunk.dicts()
-        for e in islice(chunk, start, None) if start else chunk:
-            try:
-                kind = category(e.get("cat"))
-            except (TypeError, AttributeError):  # an unhashable cat (a list), or an item that is not an object
-                kind = -1
-            if kind is None:
-                continue
-            try:
-                if kind == _PYFRAME:
-                    # Most frames are library code, dropped on their name: only user frames have their fields read.
-                    name = e["name"]
-                    if "): " not in name or (user := _frame(name)) is None:
-                        continue
-                    if user is PIPELINING:
-                        pipelining[0] += 1
-                        continue
-                    ts = e["ts"] + 0.0
-                    dur = e["dur"]
-                    tid = e["tid"]
-                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
-                            and (tid.__class__ is int_ or tid.__class__ is str_)):
-                        raise _Slow
-                    add_frame((tid, ts, ts + dur, *user))
+    def dict_events():
+        """The events to read from dicts: every event of a plain chunk, and those of a typed chunk that its typed
+        reading leaves (each read from the chunk's dicts, in turn with the typed reading of the others, so that
+        records are appended in event order); ``chunk`` is the dicts of the current chunk, ``seen`` counts the
+        events of the chunks before it (what ``note`` numbers events by)."""
+        nonlocal chunk, seen
+        for current in chunks:
+            if current.__class__ is TypedChunk:
+                n, start, dicts = len(current), 0, None
+                while (i := typed(current, start)) < n:
+                    if dicts is None:
+                        dicts = current.dicts()
+                    chunk = dicts
+                    yield dicts[i]
+                    start = i + 1
+            else:
+                chunk = current
+                yield from current
+            seen += len(current)
+
+    for e in dict_events():
+        try:
+            kind = category(e.get("cat"))
+        except (TypeError, AttributeError):  # an unhashable cat (a list), or an item that is not an object
+            kind = -1
+        if kind is None:
+            continue
+        try:
+            if kind == _PYFRAME:
+                # Most frames are library code, dropped on their name: only user frames have their fields read.
+                name = e["name"]
+                if "): " not in name or (user := _frame(name)) is None:
                     continue
-                if kind == _OP or kind == _ANNOTATION:
-                    name = e["name"]
-                    if name.startswith("ProfilerStep#"):  # also raises for a name that is not a string
+                if user is PIPELINING:
+                    pipelining[0] += 1
+                    continue
+                ts = e["ts"] + 0.0
+                dur = e["dur"]
+                tid = e["tid"]
+                if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
+                        and (tid.__class__ is int_ or tid.__class__ is str_)):
+                    raise _Slow
+                add_frame((tid, ts, ts + dur, *user))
+                continue
+            if kind == _OP or kind == _ANNOTATION:
+                name = e["name"]
+                if name.startswith("ProfilerStep#"):  # also raises for a name that is not a string
+                    raise _Slow
+                args = e["args"]
+                ts = e["ts"]
+                dur = e["dur"]
+                tid = e["tid"]
+                if not (lo <= ts <= hi and 0 <= dur <= max_dur and args.__class__ is dict_
+                        and (tid.__class__ is int_ or tid.__class__ is str_)):
+                    raise _Slow
+                if "Call stack" in args:
+                    stack = args["Call stack"]
+                    if stack.__class__ is not str_:
                         raise _Slow
+                    ts += 0.0
+                    add_op((intern(name, name), tid, ts, ts + dur, stack_of(stack)))
+                else:
+                    add_op((intern(name, name), tid, ts, ts + dur, None))
+                if name in watched:  # one set lookup per op for the few names read further
+                    if name == COMM_OP:
+                        comm_ops.append(_comm_op(tid, ts, args))
+                    elif (found := _shapes(args)) is not None:
+                        shaped.append((intern(name, name), tid, ts + 0.0, ts + dur, *found))
+                if kind == _ANNOTATION:
+                    annotations.add(name)
+                continue
+            if kind == _RUNTIME:
+                ts = e["ts"]
+                dur = e["dur"]
+                name = e["name"]
+                tid = e["tid"]
+                corr = e["args"]["correlation"]
+                if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
+                        and (tid.__class__ is int_ or tid.__class__ is str_) and corr.__class__ is int_):
+                    raise _Slow
+                add_call((intern(name, name), tid, ts, ts + dur, corr))
+                continue
+            if kind == _GPU:
+                ts = e["ts"]
+                dur = e["dur"]
+                name = e["name"]
+                args = e["args"]
+                device = args["device"]
+                stream = args["stream"]
+                corr = args["correlation"]
+                nbytes = args.get("bytes")
+                if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
+                        and device.__class__ is int_ and -i64 <= device < i64
+                        and (stream.__class__ is int_ or stream.__class__ is str_) and corr.__class__ is int_
+                        and (nbytes is None or (nbytes.__class__ is int_ and 0 <= nbytes < i64))):
+                    raise _Slow
+                add_gpu((_GPU_KIND[e["cat"]], intern(name, name), device, stream, ts, ts + dur, corr, nbytes))
+                if "Collective name" in args:
+                    comms.append(_collective_args(args, corr))
+                continue
+            if kind == _INSTANT and e["cat"] is not None:
+                if e["name"] == "[memory]":
                     args = e["args"]
-                    ts = e["ts"]
-                    dur = e["dur"]
-                    tid = e["tid"]
-                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and args.__class__ is dict_
-                            and (tid.__class__ is int_ or tid.__class__ is str_)):
-                        raise _Slow
-                    if "Call stack" in args:
-                        stack = args["Call stack"]
-                        if stack.__class__ is not str_:
+                    if args["Device Type"] != 0:
+                        ts = e["ts"] + 0
+                        device = args["Device Id"]
+                        nbytes = args["Bytes"]
+                        total = args.get("Total Allocated")
+                        if not (lo <= ts <= hi and device.__class__ is int_ and -i64 <= device < i64
+                                and nbytes.__class__ is int_ and -i64 <= nbytes < i64
+                                and (total is None or (total.__class__ is int_ and -i64 <= total < i64))):
                             raise _Slow
-                        ts += 0.0
-                        add_op((intern(name, name), tid, ts, ts + dur, stack_of(stack)))
-                    else:
-                        add_op((intern(name, name), tid, ts, ts + dur, None))
-                    if name in watched:  # one set lookup per op for the few names read further
-                        if name == COMM_OP:
-                            comm_ops.append(_comm_op(tid, ts, args))
-                        elif (found := _shapes(args)) is not None:
-                            shaped.append((intern(name, name), tid, ts + 0.0, ts + dur, *found))
-                    if kind == _ANNOTATION:
-                        annotations.add(name)
-                    continue
-                if kind == _RUNTIME:
-                    ts = e["ts"]
-                    dur = e["dur"]
-                    name = e["name"]
-                    tid = e["tid"]
-                    corr = e["args"]["correlation"]
-                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
-                            and (tid.__class__ is int_ or tid.__class__ is str_) and corr.__class__ is int_):
-                        raise _Slow
-                    add_call((intern(name, name), tid, ts, ts + dur, corr))
-                    continue
-                if kind == _GPU:
-                    ts = e["ts"]
-                    dur = e["dur"]
-                    name = e["name"]
-                    args = e["args"]
-                    device = args["device"]
-                    stream = args["stream"]
-                    corr = args["correlation"]
-                    nbytes = args.get("bytes")
-                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
-                            and device.__class__ is int_ and -i64 <= device < i64
-                            and (stream.__class__ is int_ or stream.__class__ is str_) and corr.__class__ is int_
-                            and (nbytes is None or (nbytes.__class__ is int_ and 0 <= nbytes < i64))):
-                        raise _Slow
-                    add_gpu((_GPU_KIND[e["cat"]], intern(name, name), device, stream, ts, ts + dur, corr, nbytes))
-                    if "Collective name" in args:
-                        comms.append(_collective_args(args, corr))
-                    continue
-                if kind == _INSTANT and e["cat"] is not None:
-                    if e["name"] == "[memory]":
-                        args = e["args"]
-                        if args["Device Type"] != 0:
-                            ts = e["ts"] + 0
-                            device = args["Device Id"]
-                            nbytes = args["Bytes"]
-                            total = args.get("Total Allocated")
-                            if not (lo <= ts <= hi and device.__class__ is int_ and -i64 <= device < i64
-                                    and nbytes.__class__ is int_ and -i64 <= nbytes < i64
-                                    and (total is None or (total.__class__ is int_ and -i64 <= total < i64))):
-                                raise _Slow
-                            add_memory((ts, device, nbytes, total))
-                    continue
-            except (_Slow, TypeError, KeyError, AttributeError):
-                pass
-            read(e, kind)
-        seen += len(chunk)
+                        add_memory((ts, device, nbytes, total))
+                continue
+        except (_Slow, TypeError, KeyError, AttributeError):
+            pass
+        read(e, kind)
     # Sorted here, by the same keys as in build.py's _finish, so that in a parallel read the workers do the sorting
     # and _finish's stable sorts only merge the parts' sorted runs (same order as sorting the whole at once).
     ops.sort(key=by_start)

@@ -299,6 +299,11 @@ class _EventReader:
         self.data = trace._data
         self.notes = _Notes()
         self.typed = typed
+        # Backing off the typed decode where the reader needs dicts anyway (a distributed trace's collectives and
+        # communication ops are read from dicts): after a typed chunk that needed its dicts, the next 2, 4, ... 64
+        # chunks are decoded as dicts only; a typed chunk read without them resets the wait.
+        self._handed_typed = self._needed_dicts = False
+        self._typed_wait = self._typed_skip = 0
 
     def run(self) -> Iterator[list[dict[str, Any]]]:
         if not self.data:
@@ -361,11 +366,12 @@ class _EventReader:
             if self.trace._max_string:  # a chunk this long may hold a string over the limit: the slow path checks
                 cuts = [c for c in cuts if c[0] - pos <= CHUNK_BYTES + self.trace._max_string]
         view = memoryview(data)
-        if self.typed:
+        if self.typed and self._try_typed():
             for end, next_pos in cuts:
                 buf = b"".join((b"[", view[pos:end], b"]"))
                 events = decode_typed(buf)
                 if events is not None:
+                    self._handed_typed = True
                     return TypedChunk(events, lambda buf=buf: self._dicts(buf)), next_pos
         for decode in (_decode_fast, self._decode_repaired):
             for end, next_pos in cuts:
@@ -374,8 +380,21 @@ class _EventReader:
                     return events, next_pos
         return None, pos
 
+    def _try_typed(self) -> bool:
+        """Whether to decode the next chunk typed (the consumer is done with the chunk before: it asks for the next
+        one only then)."""
+        if self._handed_typed:
+            self._typed_wait = min(2 * self._typed_wait or 2, 64) if self._needed_dicts else 0
+            self._typed_skip = self._typed_wait
+            self._handed_typed = self._needed_dicts = False
+        if self._typed_skip:
+            self._typed_skip -= 1
+            return False
+        return True
+
     def _dicts(self, buf: bytes) -> list[Any]:
         """The events of a chunk that decode_typed read, as dicts (for the events collect.py reads from dicts)."""
+        self._needed_dicts = True
         events = _decode_fast(buf)
         if events is None:
             events = self._decode_repaired(buf)
