@@ -7,6 +7,9 @@ annotations, CUDA/HIP runtime and driver calls (launches are joined to their GPU
 GPU activity (kernels, copies, memsets), ``cuda_sync`` events, user-code ``python_function`` frames and ``[memory]``
 samples. PyTorch <= 1.9 categories (``Operator``, ``Runtime``, ``Kernel``, ``Memcpy``, ``Memset``) are read the
 same way. CUPTI range-profiler events are only counted: they carry counters, not a timeline.
+
+A chunk comes as dicts or, from the loader's typed decode, as events.Event Structs; the typed reader takes the
+events it expects as they come and hands any other to the dict readers, so both give the same records.
 """
 from __future__ import annotations
 

@@ -1,12 +1,14 @@
 """The one door into a trace file: reads a Chrome/Kineto trace (.json or gzip'd) and yields its events in chunks.
 
 Speed and memory are the point. The (decompressed) bytes are read once; the traceEvents array is cut into chunks of
-a few MB at candidate event boundaries (`}` `,` `{`) and each chunk is decoded by orjson as one array. A cut that
-fell inside a string or a nested object makes the chunk invalid JSON, never wrong JSON, so a chunk that fails is
-retried at the next boundaries, then with `_jsonfix`'s repairs of the quirks profilers write (inf/NaN/N/A, invalid
-escapes, control characters, Latin-1 bytes), and only then handed to a string-aware scanner that finds the real
-event boundaries (and, at a cut, the last complete event). Valid files never leave the fast path. A file that ends
-early (a killed run) yields every complete event before the cut and says so in `warnings`.
+128 KB at candidate event boundaries (`}` `,` `{`) and each chunk is decoded as one array: by msgspec into typed
+Structs of the fields the analysis reads when the consumer asks for them (`iter_chunks(typed=True)`, events.py),
+else (or when that fails) by orjson into dicts. A cut that fell inside a string or a nested object makes the chunk
+invalid JSON, never wrong JSON, so a chunk that fails is retried at the next boundaries, then with `_jsonfix`'s
+repairs of the quirks profilers write (inf/NaN/N/A, invalid escapes, control characters, Latin-1 bytes), and only
+then handed to a string-aware scanner that finds the real event boundaries (and, at a cut, the last complete event).
+Valid files never leave the fast path. A file that ends early (a killed run) yields every complete event before the
+cut and says so in `warnings`.
 
 The bytes, and the limits on what they may cost, come from filetext.py (regular files only, mmap, gzip, UTF-16).
 The chunk cutter, its retry ladder, the truncation scanner and the fork-per-core parallel read stay together here:
