@@ -284,9 +284,12 @@ def _kernel_metrics(analysis: TraceAnalysis, launched: list[GpuEvent], n_windows
     m = analysis.metrics
     kernels = [g for g in launched if g.kind == KERNEL]
     total = tc = mm = mm_tc = mm_fp32 = attention = memory = 0.0
+    classes: dict[str, object] = {}  # analysis.kernel_class by name, without a method call per kernel
     for k in kernels:
         d = k.end - k.start
-        kc = analysis.kernel_class(k.name)
+        kc = classes.get(k.name)
+        if kc is None:
+            kc = classes[k.name] = analysis.kernel_class(k.name)
         total += d
         if kc.op == ATTENTION:
             attention += d
