@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.shared import MULTI_GPU_TRACES, PUBLIC_TRACES
-from tracelint.trace import load
-from tracelint.trace.collect import collect
-from tracelint.trace.events import TypedChunk
+pytest.importorskip("msgspec", reason="the typed read is the optional speed-up of tracelint[fast]")
+
+from tests.shared import MULTI_GPU_TRACES, PUBLIC_TRACES  # noqa: E402
+from tracelint.trace import load  # noqa: E402
+from tracelint.trace.collect import collect  # noqa: E402
+from tracelint.trace.events import TypedChunk  # noqa: E402
 
 FIXTURES = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "traces").glob("*.json.gz"))
 # every trace of the corpus, the ranks of its jobs too (their collectives are read from dicts: the typed decode

@@ -15,37 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
-import msgspec
-from msgspec import UNSET, Meta, UnsetType, field
+try:
+    import msgspec
+except ImportError:  # an optional speed-up (pip install "tracelint[fast]"): without it every chunk is read as dicts
+    msgspec = None
 
-Int64 = Annotated[int, Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
-
-
-class Args(msgspec.Struct, gc=False):
-    """The args an event's typed reading uses; UNSET: the key is absent (its ``null`` would be None)."""
-
-    correlation: Int64 | None = None
-    device: Int64 | None = None
-    stream: Int64 | str | None = None
-    bytes: Int64 | None = None
-    call_stack: str | None | UnsetType = field(default=UNSET, name="Call stack")
-    collective: Any = field(default=UNSET, name="Collective name")
-    device_type: Any = field(default=UNSET, name="Device Type")
-    device_id: Any = field(default=UNSET, name="Device Id")
-    alloc_bytes: Any = field(default=UNSET, name="Bytes")
-    total_allocated: Any = field(default=UNSET, name="Total Allocated")
-    # a GEMM op's shapes (collect._shapes), kept undecoded (None: absent) and decoded by orjson for the few ops read
-    input_dims: msgspec.Raw = field(default=None, name="Input Dims")
-    input_types: msgspec.Raw = field(default=None, name="Input type")
-
-
-class Event(msgspec.Struct, gc=False):
-    cat: str | None = None
-    name: str | None = None
-    ts: int | float | None = None
-    dur: int | float | None = None
-    tid: Int64 | str | None = None
-    args: Args | None = None
+AVAILABLE = msgspec is not None
 
 
 class TypedChunk(list):
@@ -53,23 +28,59 @@ class TypedChunk(list):
 
     __slots__ = ("dicts",)
 
-    def __init__(self, events: list[Event], dicts: Callable[[], list[Any]]) -> None:
+    def __init__(self, events: list, dicts: Callable[[], list[Any]]) -> None:
         super().__init__(events)
         self.dicts = dicts
 
 
-_decode = msgspec.json.Decoder(list[Event]).decode
+if msgspec is None:
+    UNSET = object()  # never met: no chunk is typed
 
-
-def decode_typed(buf: bytes) -> list[Event] | None:
-    """The events of ``buf`` (a JSON array of objects) as Structs; None when the chunk is not for this reader (not
-    valid JSON, an entry not an object, a field of an unexpected type, or text orjson could read differently)."""
-    if not buf.isascii():
-        try:
-            buf.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    try:
-        return _decode(buf)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+    def decode_typed(buf: bytes) -> None:
+        """Without msgspec no chunk is decoded here (the loader reads it as dicts)."""
         return None
+
+else:
+    from msgspec import UNSET, Meta, UnsetType, field
+
+    Int64 = Annotated[int, Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+
+    class Args(msgspec.Struct, gc=False):
+        """The args an event's typed reading uses; UNSET: the key is absent (its ``null`` would be None)."""
+
+        correlation: Int64 | None = None
+        device: Int64 | None = None
+        stream: Int64 | str | None = None
+        bytes: Int64 | None = None
+        call_stack: str | None | UnsetType = field(default=UNSET, name="Call stack")
+        collective: Any = field(default=UNSET, name="Collective name")
+        device_type: Any = field(default=UNSET, name="Device Type")
+        device_id: Any = field(default=UNSET, name="Device Id")
+        alloc_bytes: Any = field(default=UNSET, name="Bytes")
+        total_allocated: Any = field(default=UNSET, name="Total Allocated")
+        # a GEMM op's shapes (collect._shapes), kept undecoded (None: absent), decoded by orjson for the few ops read
+        input_dims: msgspec.Raw = field(default=None, name="Input Dims")
+        input_types: msgspec.Raw = field(default=None, name="Input type")
+
+    class Event(msgspec.Struct, gc=False):
+        cat: str | None = None
+        name: str | None = None
+        ts: int | float | None = None
+        dur: int | float | None = None
+        tid: Int64 | str | None = None
+        args: Args | None = None
+
+    _decode = msgspec.json.Decoder(list[Event]).decode
+
+    def decode_typed(buf: bytes) -> list[Event] | None:
+        """The events of ``buf`` (a JSON array of objects) as Structs; None when the chunk is not for this reader (not
+        valid JSON, an entry not an object, a field of an unexpected type, or text orjson could read differently)."""
+        if not buf.isascii():
+            try:
+                buf.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        try:
+            return _decode(buf)
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            return None

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 import orjson
 
 from tracelint.trace._jsonfix import loads_lenient
+from tracelint.trace.events import AVAILABLE as TYPED_AVAILABLE
 from tracelint.trace.events import TypedChunk, decode_typed
 from tracelint.trace.filetext import DEFAULT_MAX_STRING_BYTES, Limits, TraceReadError, format_size, read_text
 
@@ -300,7 +301,7 @@ class _EventReader:
         self.trace = trace
         self.data = trace._data
         self.notes = _Notes()
-        self.typed = typed
+        self.typed = typed and TYPED_AVAILABLE  # without msgspec (tracelint[fast]) every chunk is read as dicts
         # Backing off the typed decode where the reader needs dicts anyway (a distributed trace's collectives and
         # communication ops are read from dicts): after a typed chunk that needed its dicts, the next 2, 4, ... 64
         # chunks are decoded as dicts only; a typed chunk read without them resets the wait.
