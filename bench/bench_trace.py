@@ -22,7 +22,19 @@ import re
 import sys
 from pathlib import Path
 
-from _benchutil import BENCH, CACHE, REPO, ensure_venv, log, measure_median, resolve_tracelint, table, tail, venv_bin
+from _benchutil import (
+    BENCH,
+    CACHE,
+    REPO,
+    ensure_venv,
+    log,
+    measure,
+    measure_median,
+    resolve_tracelint,
+    table,
+    tail,
+    venv_bin,
+)
 
 PUBLIC = REPO.parent / "shared" / "traces" / "public"
 DEFAULT_PUBLIC = PUBLIC / "hta-critical_path-benchmark_result_2869224_1695835535_trace.json.gz"
@@ -35,6 +47,40 @@ ARG_FAMILY = {
 }
 TARGET_RSS_MB = 1024
 TARGET_SPEEDUP = 20.0
+# issue #30: tracelint end to end within 1.0x one single-threaded typed msgspec decode of the same bytes
+TARGET_PEER_RATIO = 1.0
+TARGET_PHASES_RSS_MB = 300
+TARGET_GZIP_RSS_MB = 400
+# The peer (the figure issue #30 compares with): msgspec decoding the trace's bytes, already in memory, into typed
+# Structs holding what a trace analysis needs (ph, cat, name, ts, dur, args.correlation; everything else skipped), in
+# one thread, the Structs untracked by the garbage collector (gc=False: 2-3x faster than tracked ones on a million
+# events). Run in a fresh interpreter; it prints the seconds to read the file and to decode it, and both are shown.
+MSGSPEC_PEER = r"""
+import gzip, json, sys, time
+from typing import Optional, Union
+import msgspec
+class Args(msgspec.Struct, gc=False):
+    correlation: Optional[int] = None
+class Event(msgspec.Struct, gc=False):
+    ph: Optional[str] = None
+    cat: Optional[str] = None
+    name: Optional[str] = None
+    ts: Union[int, float, None] = None
+    dur: Union[int, float, None] = None
+    args: Optional[Args] = None
+class Trace(msgspec.Struct, gc=False):
+    traceEvents: list[Event]
+t0 = time.perf_counter()
+with open(sys.argv[1], "rb") as f:
+    data = f.read()
+if data[:2] == b"\x1f\x8b":
+    data = gzip.decompress(data)
+t1 = time.perf_counter()
+trace = msgspec.json.Decoder(Trace).decode(data)
+t2 = time.perf_counter()
+print(json.dumps({"events": len(trace.traceEvents), "read": t1 - t0, "decode": t2 - t1}), flush=True)
+import os; os._exit(0)
+"""
 
 
 def load(path: Path) -> dict:
@@ -158,6 +204,103 @@ def build_big(src: Path, dst: Path, target_mb: float) -> dict:
     return info
 
 
+def gzipped(big: Path) -> Path:
+    """The big trace gzip'd (level 6, as Kineto's exporter writes .json.gz), cached beside it."""
+    dst = big.parent.parent / (big.parent.name + "-gz") / "trace.json.gz"
+    if not dst.exists() or dst.stat().st_mtime < big.stat().st_mtime:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_suffix(".tmp")
+        with open(big, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as out:
+            while block := src.read(1 << 22):
+                out.write(block)
+        os.replace(tmp, dst)
+    return dst
+
+
+def _stats(values: list[float]) -> str:
+    return f"min {min(values):.3f} / median {_median(values):.3f}"
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def phases_study(files: list[Path], python: str, repeat: int, repos: list[Path]) -> int:
+    """--phases: for each file, `repeat` rounds of (msgspec peer, then for each checkout in `repos`: tracelint end
+    to end and phase by phase), interleaved so that each round sees the same load; best of the rounds, medians
+    beside. The target is judged on the last checkout."""
+    import subprocess
+
+    venv = ensure_venv("venv-msgspec", ["msgspec"], "python")
+    peer = [str(venv_bin(venv, "python")), "-I", "-c", MSGSPEC_PEER]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for repo in repos:  # the sources under test, byte-compiled as an install would
+        subprocess.run([python, "-m", "compileall", "-q", str(repo / "tracelint")], env=env, check=False,
+                       stdout=subprocess.DEVNULL)
+        print(f"tracelint under test: {repo} ({python})")
+    out_dir = CACHE / "out"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ok = True
+    for path in files:
+        size = path.stat().st_size
+        print(f"\n== {path} ({size / 1e6:.1f} MB on disk) ==")
+        peers: list[dict] = []
+        runs: dict[Path, dict[str, list[dict]]] = {repo: {"tracelint": [], "phases": []} for repo in repos}
+        for _ in range(repeat):
+            peers.append(measure([*peer, str(path)], stdout_path=out_dir / "trace_msgspec.out"))
+            peers[-1].update(json.loads(Path(peers[-1]["stdout"]).read_text()))
+            for repo in repos:
+                # run from the checkout (python -m puts the working directory first on sys.path)
+                env = dict(os.environ, PYTHONPATH=str(repo))
+                runs[repo]["tracelint"].append(measure(
+                    [python, "-m", "tracelint", "trace", str(path), "--format", "json"],
+                    stdout_path=out_dir / "trace_tracelint.out", env=env, cwd=repo))
+                runs[repo]["phases"].append(measure([python, str(BENCH / "_trace_phases.py"), str(path)],
+                                                    stdout_path=out_dir / "trace_phases.out", env=env, cwd=repo))
+                runs[repo]["phases"][-1]["table"] = json.loads(Path(runs[repo]["phases"][-1]["stdout"]).read_text())
+        decode_w = [r["decode"] for r in peers]
+        peer_w = [r["wall"] for r in peers]
+        print(f"msgspec typed decode, 1 thread:  decode {_stats(decode_w)} s (read "
+              f"{_stats([r['read'] for r in peers])} s); whole process wall {_stats(peer_w)} s, "
+              f"peak RSS {max(r['rss_mb'] for r in peers):.0f} MB")
+        for repo in repos:
+            passed = _phases_report(path, repo, runs[repo], decode_w, peer_w)
+            ok = ok and (passed or repo != repos[-1])
+    return 0 if ok else 1
+
+
+def _phases_report(path: Path, repo: Path, runs: dict[str, list[dict]], decode_w: list[float],
+                   peer_w: list[float]) -> bool:
+    for name, rs in runs.items():
+        bad = [r for r in rs if r["rc"] not in (0, 1)]
+        if bad:
+            print(f"{repo}: {name} failed (exit {bad[0]['rc']}): {tail(bad[0]['stderr'])}")
+            return False
+    repeat = len(runs["phases"])
+    best = min(runs["phases"], key=lambda r: r["table"]["total"][0])["table"]
+    order = ["imports", "read/map", "decode+model", "decode", "event model", "launch matching", "model other",
+             "metrics", "verdict+rules", "rendering", "total"]
+    rows = [[("  " if k in ("decode", "event model") else "") + k, f"{best[k][0]:.3f}", f"{best[k][1]:.3f}",
+             f"{100 * best[k][0] / best['total'][0]:.0f}"] for k in order if k in best]
+    print(f"\n-- {repo}: phases (the run with the smallest total of {repeat}; decode and event model: decode+model "
+          "split by decoding the same parts again alone):")
+    print(table(["phase", "wall s", "cpu s", "% wall"], rows))
+    tl_w = [r["wall"] for r in runs["tracelint"]]
+    rss = max(r["rss_mb"] for r in runs["tracelint"])
+    print(f"tracelint trace --format json:   wall {_stats(tl_w)} s, cpu "
+          f"{_stats([r['cpu'] for r in runs['tracelint']])} s, peak RSS {rss:.0f} MB")
+    limit = TARGET_GZIP_RSS_MB if path.suffix == ".gz" else TARGET_PHASES_RSS_MB
+    ratio = min(tl_w) / min(decode_w)
+    for what, peer_x in (("msgspec decode", decode_w), ("msgspec process", peer_w)):
+        per_round = sorted(t / p for t, p in zip(tl_w, peer_x, strict=True))
+        print(f"tracelint / {what}: best/best {min(tl_w) / min(peer_x):.2f}x, median/median "
+              f"{_median(tl_w) / _median(peer_x):.2f}x, per round " + ", ".join(f"{r:.2f}" for r in per_round))
+    print(f"targets: tracelint <= {TARGET_PEER_RATIO:.1f}x the msgspec decode (best/best): "
+          f"{'PASS' if ratio <= TARGET_PEER_RATIO else 'FAIL'} ({ratio:.2f}x); peak RSS <= {limit} MB: "
+          f"{'PASS' if rss <= limit else 'FAIL'} ({rss:.0f} MB)")
+    return rss <= limit and (path.suffix == ".gz" or ratio <= TARGET_PEER_RATIO)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--input", type=Path, help="trace to repeat (default: largest fixtures/traces/*.json.gz with "
@@ -169,6 +312,14 @@ def main() -> int:
     ap.add_argument("--tracelint-args", default="--format json")
     ap.add_argument("--repeat", type=int, default=1, help="runs per tool (median wall, max RSS)")
     ap.add_argument("--skip-hta", action="store_true")
+    ap.add_argument("--phases", action="store_true", help="instead of HTA: tracelint phase by phase, end to end, and "
+                    "a typed msgspec decode of the same bytes, on the big trace and on it gzip'd (issue #30)")
+    ap.add_argument("--python", default=sys.executable, help="--phases: the Python that runs this checkout's "
+                    "tracelint (PYTHONPATH=the repo; default: this one)")
+    ap.add_argument("--no-gzip", action="store_true", help="--phases: the plain trace only")
+    ap.add_argument("--repo", type=Path, action="append", help="--phases: a checkout whose tracelint is measured "
+                    "(default: this one); repeat it for a before/after table in one run (e.g. a `git archive` copy of "
+                    "the commit before a change, then this one), each measured in every round")
     args = ap.parse_args()
     load0 = os.getloadavg()
 
@@ -183,6 +334,13 @@ def main() -> int:
     else:
         info = json.loads(info_path.read_text())
     hta_dir = big_dir
+    if args.phases:
+        print(f"trace: {big}  ({info['bytes'] / 1e6:.1f} MB = {info['bytes'] / 2**20:.1f} MiB, {info['events']} "
+              f"events, {info['steps']} ProfilerSteps, {info['copies']} copies of {info['source']})")
+        files = [big] if args.no_gzip else [big, gzipped(big)]
+        status = phases_study(files, args.python, max(args.repeat, 3), [r.resolve() for r in args.repo or [REPO]])
+        print(f"machine: {os.cpu_count()} CPUs, load average at start {load0[0]:.1f}, at end {os.getloadavg()[0]:.1f}")
+        return status
 
     print(f"trace: {big}  ({info['bytes'] / 1e6:.1f} MB, {info['events']} events, {info['steps']} ProfilerSteps, "
           f"{info['copies']} copies of {info['source']})")

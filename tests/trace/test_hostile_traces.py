@@ -471,7 +471,7 @@ def test_problems_are_counted_across_the_parts_of_a_parallel_read(tmp_path, monk
     serial = problems()
     used: list[bool] = []
     real = load._map_parallel
-    monkeypatch.setattr(load, "_map_parallel", lambda t, fn: used.append(True) or real(t, fn))
+    monkeypatch.setattr(load, "_map_parallel", lambda t, fn, *typed: used.append(True) or real(t, fn, *typed))
     monkeypatch.setattr(load, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(load, "CHUNK_BYTES", 16 << 10)
     monkeypatch.setattr(load, "MAX_PARTS", 4)

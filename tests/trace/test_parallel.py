@@ -22,10 +22,10 @@ TRACES = [
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the parallel read needs fork")
 
 
-def _outcome(path: Path):
+def _outcome(path: Path, typed: bool = False):
     # analyze_trace's steps, with the loader's stream handed to build_model as it is (so that it can split it)
     trace = load.open_trace(path)
-    model = build_model(trace.iter_chunks(), lambda: trace.meta)
+    model = build_model(trace.iter_chunks(typed=typed), lambda: trace.meta)
     trace.close()
     report = report_from_model(str(path), model, warnings=tuple(trace.warnings), truncated=trace.truncated)
     model = report.analyses[0].model if report.analyses else None
@@ -36,14 +36,14 @@ def _outcome(path: Path):
             report.warnings, report.truncated, records)
 
 
-def _both(path: Path, monkeypatch) -> tuple:
+def _both(path: Path, monkeypatch, typed: bool = False) -> tuple:
     monkeypatch.setattr(load, "PARALLEL_MIN_BYTES", 1 << 62)
-    serial = _outcome(path)
+    serial = _outcome(path)  # the serial dict read: the reference for the typed read too
     used: list[bool] = []
     real = load._map_parallel
 
-    def spy(trace, fn):
-        result = real(trace, fn)
+    def spy(trace, fn, *typed_read):
+        result = real(trace, fn, *typed_read)
         used.append(result is not None)
         return result
 
@@ -52,30 +52,33 @@ def _both(path: Path, monkeypatch) -> tuple:
     monkeypatch.setattr(load, "MAX_PARTS", 4)
     monkeypatch.setattr(load.os, "cpu_count", lambda: 4)
     monkeypatch.setattr(load, "_map_parallel", spy)
-    parallel = _outcome(path)
+    parallel = _outcome(path, typed)
     return serial, parallel, used
 
 
+@pytest.mark.parametrize("typed", [False, True], ids=["dicts", "typed"])
 @pytest.mark.parametrize("name", TRACES)
-def test_parallel_read_equals_serial(name, public_traces, tmp_path, monkeypatch):
+def test_parallel_read_equals_serial(name, typed, public_traces, tmp_path, monkeypatch):
     path = tmp_path / name.removesuffix(".gz")
     path.write_bytes(gzip.decompress((public_traces / name).read_bytes()))
-    serial, parallel, used = _both(path, monkeypatch)
+    serial, parallel, used = _both(path, monkeypatch, typed)
     assert used == [True]
     assert parallel == serial
 
 
-def test_parallel_read_of_a_truncated_trace(public_traces, tmp_path, monkeypatch):
+@pytest.mark.parametrize("typed", [False, True], ids=["dicts", "typed"])
+def test_parallel_read_of_a_truncated_trace(typed, public_traces, tmp_path, monkeypatch):
     data = gzip.decompress((public_traces / TRACES[1]).read_bytes())
     path = tmp_path / "cut.json"
     path.write_bytes(data[: len(data) * 2 // 3])
-    serial, parallel, used = _both(path, monkeypatch)
+    serial, parallel, used = _both(path, monkeypatch, typed)
     assert used == [True]
     assert serial[4] is True
     assert parallel == serial
 
 
-def test_parallel_read_falls_back_for_odd_parts(public_traces, tmp_path, monkeypatch):
+@pytest.mark.parametrize("typed", [False, True], ids=["dicts", "typed"])
+def test_parallel_read_falls_back_for_odd_parts(typed, public_traces, tmp_path, monkeypatch):
     # A NaN (repair path) and, at every quarter, a name holding a candidate boundary `},{` inside a string.
     data = gzip.decompress((public_traces / TRACES[1]).read_bytes())
     data = data.replace(b'"dur": 1,', b'"dur": NaN,', 1)
@@ -84,5 +87,5 @@ def test_parallel_read_falls_back_for_odd_parts(public_traces, tmp_path, monkeyp
         data = data[:at] + b"x}, {y" + data[at:]
     path = tmp_path / "odd.json"
     path.write_bytes(data)
-    serial, parallel, _ = _both(path, monkeypatch)
+    serial, parallel, _ = _both(path, monkeypatch, typed)
     assert parallel == serial

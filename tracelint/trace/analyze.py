@@ -81,7 +81,7 @@ def _read(path, config: Config, progress=None, name: str | None = None) -> _Read
     gc.disable()
     try:
         try:
-            model = build_model(trace.iter_chunks(), lambda: trace.meta)
+            model = build_model(trace.iter_chunks(typed=True), lambda: trace.meta)
         finally:
             trace.close()
         if trace.events_read == 0:  # nothing to report on: one line, like any other unreadable input

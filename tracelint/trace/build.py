@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable
-from itertools import islice, repeat
-from operator import itemgetter
+from itertools import compress, islice, repeat
+from operator import eq, itemgetter
 
 from tracelint.trace.collect import by_start, collect, int64
 from tracelint.trace.model import (
@@ -244,6 +244,30 @@ def _records(cls, items: list) -> list:
     return list(map(tuple.__new__, repeat(cls), items))
 
 
+_FEW_THREADS = 16  # up to this many, a thread's records are picked by C-level passes, one per thread
+
+
+def _by_thread(records: list, tid_at: int, start_at: int) -> dict[object, tuple[list[float], list]]:
+    """{tid: (starts, records)} of records sorted by start, each thread's in that order, threads in the order they
+    first appear."""
+    tids = list(map(itemgetter(tid_at), records))
+    threads = list(dict.fromkeys(tids))
+    if len(threads) <= _FEW_THREADS:
+        by_tid = {}
+        for tid in threads:
+            items = records if len(threads) == 1 else list(compress(records, map(eq, tids, repeat(tid))))
+            by_tid[tid] = (list(map(itemgetter(start_at), items)), items if len(threads) > 1 else list(items))
+        return by_tid
+    by_tid = {}
+    for record in records:
+        entry = by_tid.get(record[tid_at])
+        if entry is None:
+            entry = by_tid[record[tid_at]] = ([], [])
+        entry[0].append(record[start_at])
+        entry[1].append(record)
+    return by_tid
+
+
 def _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory) -> None:
     # Steps: keep one span per step number (a trace may repeat a step on another thread) ordered by start.
     seen: dict[int, Step] = {}
@@ -260,21 +284,11 @@ def _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory) -> None:
     memory.sort(key=itemgetter(0))
     model.memory = _records(MemorySample, memory)
 
-    by_tid: dict[object, tuple[list[float], list[Op]]] = {}
-    for op in ops:
-        starts, items = by_tid.setdefault(op.tid, ([], []))
-        starts.append(op.start)
-        items.append(op)
-    model.ops_by_tid = by_tid
+    model.ops_by_tid = _by_thread(ops, 1, 2)
 
     frames.sort(key=itemgetter(1))
     frames = _records(Frame, frames)
-    fbt: dict[object, tuple[list[float], list[Frame]]] = {}
-    for frame in frames:
-        starts, items = fbt.setdefault(frame.tid, ([], []))
-        starts.append(frame.start)
-        items.append(frame)
-    model.frames, model.frames_by_tid = frames, fbt
+    model.frames, model.frames_by_tid = frames, _by_thread(frames, 0, 1)
 
     with_corr = [call for call in runtime if call.correlation is not None]
     launches = dict(zip(map(_correlation_of, with_corr), with_corr, strict=True))

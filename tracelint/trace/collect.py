@@ -7,6 +7,9 @@ annotations, CUDA/HIP runtime and driver calls (launches are joined to their GPU
 GPU activity (kernels, copies, memsets), ``cuda_sync`` events, user-code ``python_function`` frames and ``[memory]``
 samples. PyTorch <= 1.9 categories (``Operator``, ``Runtime``, ``Kernel``, ``Memcpy``, ``Memset``) are read the
 same way. CUPTI range-profiler events are only counted: they carry counters, not a timeline.
+
+A chunk comes as dicts or, from the loader's typed decode, as events.Event Structs; the typed reader takes the
+events it expects as they come and hands any other to the dict readers, so both give the same records.
 """
 from __future__ import annotations
 
@@ -14,8 +17,12 @@ import re
 import sys
 from collections.abc import Iterable
 from functools import lru_cache
+from itertools import islice
 from operator import itemgetter
 
+import orjson
+
+from tracelint.trace.events import UNSET, TypedChunk
 from tracelint.trace.kernels import collective_name
 from tracelint.trace.model import GEMM_OPS, KERNEL, MEMCPY, MEMSET
 
@@ -238,6 +245,7 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     watched = GEMM_OPS | {COMM_OP}
     annotations: set[str] = set()
     stacks: dict[str, str | None] = {}  # "Call stack" arg -> its innermost user frame
+    frames_seen: dict[str, object] = {}  # a python_function name -> what _frame gives (None too), in the typed reader
     problems: dict[tuple[str, bool], list[int]] = {}
     seen = 0  # events of the chunks before the current one
     chunk: list = []
@@ -366,105 +374,255 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     add_frame = frames.append
     str_, int_, dict_ = str, int, dict
     lo, hi, max_dur, i64 = -_MAX_TS, _MAX_TS, _MAX_DUR, _I64
-    for chunk in chunks:
-        for e in chunk:
-            try:
-                kind = category(e.get("cat"))
-            except (TypeError, AttributeError):  # an unhashable cat (a list), or an item that is not an object
-                kind = -1
+    def typed(chunk: TypedChunk, start: int) -> int:
+        """The events of a typed chunk (events.Event) read as the fast path below reads their dicts, up to the first
+        it does not take as it comes (its index is returned: that event and the rest go to the dict readers)."""
+        kinds, gpu_kind, intern_, watched_ = _CATEGORY, _GPU_KIND, intern, watched
+        add_op_, add_call_, add_gpu_, add_memory_, add_frame_ = add_op, add_call, add_gpu, add_memory, add_frame
+        add_sync, add_annotation, frame_of, stack_of_ = syncs.append, annotations.add, _frame, stack_of
+        add_step, add_shaped, loads = steps.append, shaped.append, orjson.loads
+        int__ = int
+        lo_, hi_, max_dur_, i64_ = lo, hi, max_dur, i64
+        unset = UNSET
+        known_frames, frame_get, missing = frames_seen, frames_seen.get, _Bad  # (_Bad: a value no name maps to)
+        i = start - 1
+        for e in islice(chunk, start, None) if start else chunk:
+            i += 1
+            cat = e.cat
+            kind = kinds.get(cat)
             if kind is None:
                 continue
-            try:
-                if kind == _PYFRAME:
-                    # Most frames are library code, dropped on their name: only user frames have their fields read.
-                    name = e["name"]
-                    if "): " not in name or (user := _frame(name)) is None:
-                        continue
-                    if user is PIPELINING:
-                        pipelining[0] += 1
-                        continue
-                    ts = e["ts"] + 0.0
-                    dur = e["dur"]
-                    tid = e["tid"]
-                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
-                            and (tid.__class__ is int_ or tid.__class__ is str_)):
-                        raise _Slow
-                    add_frame((tid, ts, ts + dur, *user))
+            if kind == _PYFRAME:
+                name = e.name
+                user = frame_get(name, missing)
+                if user is missing:
+                    if name is None:
+                        return i
+                    user = known_frames[name] = frame_of(name) if "): " in name else None
+                if user is None:
                     continue
-                if kind == _OP or kind == _ANNOTATION:
-                    name = e["name"]
-                    if name.startswith("ProfilerStep#"):  # also raises for a name that is not a string
+                if user is PIPELINING:
+                    pipelining[0] += 1
+                    continue
+                ts, dur, tid = e.ts, e.dur, e.tid
+                if ts is None or dur is None or tid is None:
+                    return i
+                ts += 0.0
+                if not (lo_ <= ts <= hi_ and 0 <= dur <= max_dur_):
+                    return i
+                add_frame_((tid, ts, ts + dur, *user))
+                continue
+            if kind == _OP or kind == _ANNOTATION:
+                name, args, ts, dur, tid = e.name, e.args, e.ts, e.dur, e.tid
+                if name is None or ts is None or tid is None:
+                    return i
+                if name.startswith("ProfilerStep#"):  # as read() takes a step
+                    m = _STEP_RE.match(name)
+                    if (m is None or len(m.group(1)) >= 19 or not lo_ <= ts <= hi_
+                            or not (dur is None or 0 <= dur <= max_dur_)):
+                        return i
+                    add_step((int(m.group(1)), tid, ts, ts + (0.0 if dur is None else dur)))
+                    continue
+                if args is None or dur is None or not (lo_ <= ts <= hi_ and 0 <= dur <= max_dur_):
+                    return i
+                stack = args.call_stack
+                if name in watched_:
+                    if name == COMM_OP or stack is None:
+                        return i
+                    shape_args = {}
+                    try:
+                        if args.input_dims is not None:
+                            shape_args["Input Dims"] = loads(memoryview(args.input_dims))
+                        if args.input_types is not None:
+                            shape_args["Input type"] = loads(memoryview(args.input_types))
+                    except ValueError:  # (orjson's error) a value the loader's repairs read
+                        return i
+                    found = _shapes(shape_args)
+                else:
+                    found = None
+                if stack is unset:
+                    add_op_((intern_(name, name), tid, ts, ts + dur, None))
+                elif stack is None:
+                    return i
+                else:
+                    ts += 0.0
+                    add_op_((intern_(name, name), tid, ts, ts + dur, stack_of_(stack)))
+                if found is not None:
+                    add_shaped((intern_(name, name), tid, ts + 0.0, ts + dur, *found))
+                if kind == _ANNOTATION:
+                    add_annotation(name)
+                continue
+            if kind == _RUNTIME:
+                name, args, ts, dur, tid = e.name, e.args, e.ts, e.dur, e.tid
+                if name is None or args is None or ts is None or dur is None or tid is None:
+                    return i
+                corr = args.correlation
+                if corr is None or not (lo_ <= ts <= hi_ and 0 <= dur <= max_dur_):
+                    return i
+                add_call_((intern_(name, name), tid, ts, ts + dur, corr))
+                continue
+            if kind == _GPU:
+                name, args, ts, dur = e.name, e.args, e.ts, e.dur
+                if name is None or args is None or ts is None or dur is None:
+                    return i
+                device, stream, corr, nbytes = args.device, args.stream, args.correlation, args.bytes
+                if (device is None or stream is None or corr is None or args.collective is not unset
+                        or not (lo_ <= ts <= hi_ and 0 <= dur <= max_dur_ and -i64_ <= device < i64_
+                                and (nbytes is None or 0 <= nbytes < i64_))):
+                    return i
+                add_gpu_((gpu_kind[cat], intern_(name, name), device, stream, ts, ts + dur, corr, nbytes))
+                continue
+            if kind == _INSTANT:
+                if e.name != "[memory]":
+                    continue
+                args, ts = e.args, e.ts
+                if cat is None or args is None or ts is None:
+                    return i
+                device_type = args.device_type
+                if device_type is unset:
+                    return i
+                if device_type != 0:
+                    device, nbytes, total = args.device_id, args.alloc_bytes, args.total_allocated
+                    if total is unset:
+                        total = None
+                    if not (device.__class__ is int__ and -i64_ <= device < i64_
+                            and nbytes.__class__ is int__ and -i64_ <= nbytes < i64_
+                            and (total is None or (total.__class__ is int__ and -i64_ <= total < i64_))
+                            and lo_ <= ts <= hi_):
+                        return i
+                    add_memory_((ts + 0, device, nbytes, total))
+                continue
+            if kind == _SYNC:
+                name, args, ts, dur = e.name, e.args, e.ts, e.dur
+                if args is None or ts is None:
+                    return i
+                device, corr = args.device, args.correlation
+                if device is None or not (lo_ <= ts <= hi_ and -i64_ <= device < i64_
+                                          and (dur is None or 0 <= dur <= max_dur_)):
+                    return i
+                name = "" if name is None else name
+                add_sync((intern_(name, name), device or 0, ts, ts + (0.0 if dur is None else dur), corr))
+                continue
+            return i  # a CUPTI range: its counters are the names of all its args
+        return i + 1
+
+    def dict_events():
+        """The events to read from dicts: every event of a plain chunk, and those of a typed chunk that its typed
+        reading leaves (each read from the chunk's dicts, in turn with the typed reading of the others, so that
+        records are appended in event order); ``chunk`` is the dicts of the current chunk, ``seen`` counts the
+        events of the chunks before it (what ``note`` numbers events by)."""
+        nonlocal chunk, seen
+        for current in chunks:
+            if current.__class__ is TypedChunk:
+                n, start, dicts = len(current), 0, None
+                while (i := typed(current, start)) < n:
+                    if dicts is None:
+                        dicts = current.dicts()
+                    chunk = dicts
+                    yield dicts[i]
+                    start = i + 1
+            else:
+                chunk = current
+                yield from current
+            seen += len(current)
+
+    for e in dict_events():
+        try:
+            kind = category(e.get("cat"))
+        except (TypeError, AttributeError):  # an unhashable cat (a list), or an item that is not an object
+            kind = -1
+        if kind is None:
+            continue
+        try:
+            if kind == _PYFRAME:
+                # Most frames are library code, dropped on their name: only user frames have their fields read.
+                name = e["name"]
+                if "): " not in name or (user := _frame(name)) is None:
+                    continue
+                if user is PIPELINING:
+                    pipelining[0] += 1
+                    continue
+                ts = e["ts"] + 0.0
+                dur = e["dur"]
+                tid = e["tid"]
+                if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
+                        and (tid.__class__ is int_ or tid.__class__ is str_)):
+                    raise _Slow
+                add_frame((tid, ts, ts + dur, *user))
+                continue
+            if kind == _OP or kind == _ANNOTATION:
+                name = e["name"]
+                if name.startswith("ProfilerStep#"):  # also raises for a name that is not a string
+                    raise _Slow
+                args = e["args"]
+                ts = e["ts"]
+                dur = e["dur"]
+                tid = e["tid"]
+                if not (lo <= ts <= hi and 0 <= dur <= max_dur and args.__class__ is dict_
+                        and (tid.__class__ is int_ or tid.__class__ is str_)):
+                    raise _Slow
+                if "Call stack" in args:
+                    stack = args["Call stack"]
+                    if stack.__class__ is not str_:
                         raise _Slow
+                    ts += 0.0
+                    add_op((intern(name, name), tid, ts, ts + dur, stack_of(stack)))
+                else:
+                    add_op((intern(name, name), tid, ts, ts + dur, None))
+                if name in watched:  # one set lookup per op for the few names read further
+                    if name == COMM_OP:
+                        comm_ops.append(_comm_op(tid, ts, args))
+                    elif (found := _shapes(args)) is not None:
+                        shaped.append((intern(name, name), tid, ts + 0.0, ts + dur, *found))
+                if kind == _ANNOTATION:
+                    annotations.add(name)
+                continue
+            if kind == _RUNTIME:
+                ts = e["ts"]
+                dur = e["dur"]
+                name = e["name"]
+                tid = e["tid"]
+                corr = e["args"]["correlation"]
+                if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
+                        and (tid.__class__ is int_ or tid.__class__ is str_) and corr.__class__ is int_):
+                    raise _Slow
+                add_call((intern(name, name), tid, ts, ts + dur, corr))
+                continue
+            if kind == _GPU:
+                ts = e["ts"]
+                dur = e["dur"]
+                name = e["name"]
+                args = e["args"]
+                device = args["device"]
+                stream = args["stream"]
+                corr = args["correlation"]
+                nbytes = args.get("bytes")
+                if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
+                        and device.__class__ is int_ and -i64 <= device < i64
+                        and (stream.__class__ is int_ or stream.__class__ is str_) and corr.__class__ is int_
+                        and (nbytes is None or (nbytes.__class__ is int_ and 0 <= nbytes < i64))):
+                    raise _Slow
+                add_gpu((_GPU_KIND[e["cat"]], intern(name, name), device, stream, ts, ts + dur, corr, nbytes))
+                if "Collective name" in args:
+                    comms.append(_collective_args(args, corr))
+                continue
+            if kind == _INSTANT and e["cat"] is not None:
+                if e["name"] == "[memory]":
                     args = e["args"]
-                    ts = e["ts"]
-                    dur = e["dur"]
-                    tid = e["tid"]
-                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and args.__class__ is dict_
-                            and (tid.__class__ is int_ or tid.__class__ is str_)):
-                        raise _Slow
-                    if "Call stack" in args:
-                        stack = args["Call stack"]
-                        if stack.__class__ is not str_:
+                    if args["Device Type"] != 0:
+                        ts = e["ts"] + 0
+                        device = args["Device Id"]
+                        nbytes = args["Bytes"]
+                        total = args.get("Total Allocated")
+                        if not (lo <= ts <= hi and device.__class__ is int_ and -i64 <= device < i64
+                                and nbytes.__class__ is int_ and -i64 <= nbytes < i64
+                                and (total is None or (total.__class__ is int_ and -i64 <= total < i64))):
                             raise _Slow
-                        ts += 0.0
-                        add_op((intern(name, name), tid, ts, ts + dur, stack_of(stack)))
-                    else:
-                        add_op((intern(name, name), tid, ts, ts + dur, None))
-                    if name in watched:  # one set lookup per op for the few names read further
-                        if name == COMM_OP:
-                            comm_ops.append(_comm_op(tid, ts, args))
-                        elif (found := _shapes(args)) is not None:
-                            shaped.append((intern(name, name), tid, ts + 0.0, ts + dur, *found))
-                    if kind == _ANNOTATION:
-                        annotations.add(name)
-                    continue
-                if kind == _RUNTIME:
-                    ts = e["ts"]
-                    dur = e["dur"]
-                    name = e["name"]
-                    tid = e["tid"]
-                    corr = e["args"]["correlation"]
-                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
-                            and (tid.__class__ is int_ or tid.__class__ is str_) and corr.__class__ is int_):
-                        raise _Slow
-                    add_call((intern(name, name), tid, ts, ts + dur, corr))
-                    continue
-                if kind == _GPU:
-                    ts = e["ts"]
-                    dur = e["dur"]
-                    name = e["name"]
-                    args = e["args"]
-                    device = args["device"]
-                    stream = args["stream"]
-                    corr = args["correlation"]
-                    nbytes = args.get("bytes")
-                    if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
-                            and device.__class__ is int_ and -i64 <= device < i64
-                            and (stream.__class__ is int_ or stream.__class__ is str_) and corr.__class__ is int_
-                            and (nbytes is None or (nbytes.__class__ is int_ and 0 <= nbytes < i64))):
-                        raise _Slow
-                    add_gpu((_GPU_KIND[e["cat"]], intern(name, name), device, stream, ts, ts + dur, corr, nbytes))
-                    if "Collective name" in args:
-                        comms.append(_collective_args(args, corr))
-                    continue
-                if kind == _INSTANT and e["cat"] is not None:
-                    if e["name"] == "[memory]":
-                        args = e["args"]
-                        if args["Device Type"] != 0:
-                            ts = e["ts"] + 0
-                            device = args["Device Id"]
-                            nbytes = args["Bytes"]
-                            total = args.get("Total Allocated")
-                            if not (lo <= ts <= hi and device.__class__ is int_ and -i64 <= device < i64
-                                    and nbytes.__class__ is int_ and -i64 <= nbytes < i64
-                                    and (total is None or (total.__class__ is int_ and -i64 <= total < i64))):
-                                raise _Slow
-                            add_memory((ts, device, nbytes, total))
-                    continue
-            except (_Slow, TypeError, KeyError, AttributeError):
-                pass
-            read(e, kind)
-        seen += len(chunk)
+                        add_memory((ts, device, nbytes, total))
+                continue
+        except (_Slow, TypeError, KeyError, AttributeError):
+            pass
+        read(e, kind)
     # Sorted here, by the same keys as in build.py's _finish, so that in a parallel read the workers do the sorting
     # and _finish's stable sorts only merge the parts' sorted runs (same order as sorting the whole at once).
     ops.sort(key=by_start)

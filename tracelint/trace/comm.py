@@ -92,8 +92,13 @@ def communication_metrics(analysis: TraceAnalysis) -> None:
 
     m, window = analysis.metrics, analysis.window
     comm, compute = [], []
+    judged: dict[tuple[str, str], bool] = {}  # is_communication by (kind, name): it reads nothing else
     for g in analysis.gpu_events:
-        (comm if is_communication(g, analysis) else compute).append(g)
+        key = (g.kind, g.name)
+        is_comm = judged.get(key)
+        if is_comm is None:
+            is_comm = judged[key] = is_communication(g, analysis)
+        (comm if is_comm else compute).append(g)
     keys = ("comm_time_us", "comm_pct_of_window", "comm_overlap_pct", "exposed_comm_us", "exposed_comm_pct",
             "compute_busy_pct", "comm_wait_us")
     for key in keys:

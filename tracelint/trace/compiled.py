@@ -33,22 +33,26 @@ def compiled_metrics(analysis: TraceAnalysis, launched: list[GpuEvent], n_window
     m, model = analysis.metrics, analysis.model
     regions: dict[object, tuple[list[float], list[float]]] = {}
     spans: dict[object, list[tuple[float, float]]] = {}
-    for op in model.ops:
-        if COMPILED_REGION.match(op.name) and model.step_at(op.start) is not None:
+    region_names = {name for name in model.op_names() if COMPILED_REGION.match(name)}
+    for op in model.ops if region_names else ():
+        if op.name in region_names and model.step_at(op.start) is not None:
             spans.setdefault(op.tid, []).append((op.start, op.end))
     for tid, items in spans.items():
         regions[tid] = merge(items)
     kernels = [g for g in launched if g.kind == KERNEL]
     total = compiled = graph = 0.0
     compiled_n = 0
+    triton: dict[str, bool] = {}  # by kernel name
     for k in kernels:
         d = k.end - k.start
         total += d
         launch = k.launch
         if launch is not None and launch.name in GRAPH_LAUNCHES:
             graph += d
-        if analysis.kernel_class(k.name).family.startswith("triton") or (
-                launch is not None and _inside(regions.get(launch.tid), launch.start)):
+        is_triton = triton.get(k.name)
+        if is_triton is None:
+            is_triton = triton[k.name] = analysis.kernel_class(k.name).family.startswith("triton")
+        if is_triton or (launch is not None and _inside(regions.get(launch.tid), launch.start)):
             compiled += d
             compiled_n += 1
     graph_calls = sum(1 for c in model.runtime if c.name in GRAPH_LAUNCHES and model.step_at(c.start) is not None)

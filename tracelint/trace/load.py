@@ -1,12 +1,14 @@
 """The one door into a trace file: reads a Chrome/Kineto trace (.json or gzip'd) and yields its events in chunks.
 
 Speed and memory are the point. The (decompressed) bytes are read once; the traceEvents array is cut into chunks of
-a few MB at candidate event boundaries (`}` `,` `{`) and each chunk is decoded by orjson as one array. A cut that
-fell inside a string or a nested object makes the chunk invalid JSON, never wrong JSON, so a chunk that fails is
-retried at the next boundaries, then with `_jsonfix`'s repairs of the quirks profilers write (inf/NaN/N/A, invalid
-escapes, control characters, Latin-1 bytes), and only then handed to a string-aware scanner that finds the real
-event boundaries (and, at a cut, the last complete event). Valid files never leave the fast path. A file that ends
-early (a killed run) yields every complete event before the cut and says so in `warnings`.
+128 KB at candidate event boundaries (`}` `,` `{`) and each chunk is decoded as one array: by msgspec into typed
+Structs of the fields the analysis reads when the consumer asks for them (`iter_chunks(typed=True)`, events.py),
+else (or when that fails) by orjson into dicts. A cut that fell inside a string or a nested object makes the chunk
+invalid JSON, never wrong JSON, so a chunk that fails is retried at the next boundaries, then with `_jsonfix`'s
+repairs of the quirks profilers write (inf/NaN/N/A, invalid escapes, control characters, Latin-1 bytes), and only
+then handed to a string-aware scanner that finds the real event boundaries (and, at a cut, the last complete event).
+Valid files never leave the fast path. A file that ends early (a killed run) yields every complete event before the
+cut and says so in `warnings`.
 
 The bytes, and the limits on what they may cost, come from filetext.py (regular files only, mmap, gzip, UTF-16).
 The chunk cutter, its retry ladder, the truncation scanner and the fork-per-core parallel read stay together here:
@@ -30,6 +32,8 @@ from typing import Any, TypeVar
 import orjson
 
 from tracelint.trace._jsonfix import loads_lenient
+from tracelint.trace.events import AVAILABLE as TYPED_AVAILABLE
+from tracelint.trace.events import TypedChunk, decode_typed
 from tracelint.trace.filetext import DEFAULT_MAX_STRING_BYTES, Limits, TraceReadError, format_size, read_text
 
 # ~500 events per chunk: enough to amortise the per-chunk calls, and small enough that the decoded dicts are still
@@ -79,12 +83,13 @@ class TraceFile:
     _max_string: int = field(default=DEFAULT_MAX_STRING_BYTES, repr=False)
     events_read: int = 0  # event objects the last complete iteration (or map_parts) gave
 
-    def iter_chunks(self) -> ChunkStream:
-        """Event dicts in file order, one list per chunk. Iterating again starts over."""
+    def iter_chunks(self, typed: bool = False) -> ChunkStream:
+        """Event dicts in file order, one list per chunk. Iterating again starts over. ``typed``: a chunk that
+        msgspec can decode comes as a TypedChunk of events.Event Structs instead (collect.py reads both)."""
         self.warnings[:] = self._open_warnings
         self.truncated = False
         self.events_read = 0
-        return ChunkStream(self)
+        return ChunkStream(self, typed)
 
     def close(self) -> None:
         """Drop the raw bytes (the largest thing held); iter_chunks() cannot run afterwards."""
@@ -129,9 +134,10 @@ class ChunkStream:
     """What `iter_chunks()` returns: an iterator of event chunks that a consumer can also split across processes
     with `map_parts`."""
 
-    def __init__(self, trace: TraceFile) -> None:
+    def __init__(self, trace: TraceFile, typed: bool = False) -> None:
         self._trace = trace
-        self._chunks = _EventReader(trace).run()
+        self._typed = typed
+        self._chunks = _EventReader(trace, typed).run()
 
     def __iter__(self) -> ChunkStream:
         return self
@@ -146,7 +152,7 @@ class ChunkStream:
         (their results come back pickled: `fn` should return compact data). When any part needs the slow path
         the parallel results are dropped and the whole stream is read here, so odd files behave as they always
         did."""
-        results = _map_parallel(self._trace, fn)
+        results = _map_parallel(self._trace, fn, self._typed)
         return results if results is not None else [fn(self)]
 
 
@@ -291,10 +297,16 @@ class _Notes:
 
 
 class _EventReader:
-    def __init__(self, trace: TraceFile) -> None:
+    def __init__(self, trace: TraceFile, typed: bool = False) -> None:
         self.trace = trace
         self.data = trace._data
         self.notes = _Notes()
+        self.typed = typed and TYPED_AVAILABLE  # without msgspec (tracelint[fast]) every chunk is read as dicts
+        # Backing off the typed decode where the reader needs dicts anyway (a distributed trace's collectives and
+        # communication ops are read from dicts): after a typed chunk that needed its dicts, the next 2, 4, ... 64
+        # chunks are decoded as dicts only; a typed chunk read without them resets the wait.
+        self._handed_typed = self._needed_dicts = False
+        self._typed_wait = self._typed_skip = 0
 
     def run(self) -> Iterator[list[dict[str, Any]]]:
         if not self.data:
@@ -328,7 +340,8 @@ class _EventReader:
                 events = self._decode_spans(spans)
             else:
                 how = _PART_END if next_pos == stop else _MORE
-            events = self._keep_objects(events)
+            if events.__class__ is not TypedChunk:  # (a typed chunk holds objects only)
+                events = self._keep_objects(events)
             notes.events += len(events)
             if events:
                 yield events
@@ -356,12 +369,41 @@ class _EventReader:
             if self.trace._max_string:  # a chunk this long may hold a string over the limit: the slow path checks
                 cuts = [c for c in cuts if c[0] - pos <= CHUNK_BYTES + self.trace._max_string]
         view = memoryview(data)
+        if self.typed and self._try_typed():
+            for end, next_pos in cuts:
+                buf = b"".join((b"[", view[pos:end], b"]"))
+                events = decode_typed(buf)
+                if events is not None:
+                    self._handed_typed = True
+                    return TypedChunk(events, lambda buf=buf: self._dicts(buf)), next_pos
         for decode in (_decode_fast, self._decode_repaired):
             for end, next_pos in cuts:
                 events = decode(b"".join((b"[", view[pos:end], b"]")))
                 if events is not None:
                     return events, next_pos
         return None, pos
+
+    def _try_typed(self) -> bool:
+        """Whether to decode the next chunk typed (the consumer is done with the chunk before: it asks for the next
+        one only then)."""
+        if self._handed_typed:
+            self._typed_wait = min(2 * self._typed_wait or 2, 64) if self._needed_dicts else 0
+            self._typed_skip = self._typed_wait
+            self._handed_typed = self._needed_dicts = False
+        if self._typed_skip:
+            self._typed_skip -= 1
+            return False
+        return True
+
+    def _dicts(self, buf: bytes) -> list[Any]:
+        """The events of a chunk that decode_typed read, as dicts (for the events collect.py reads from dicts)."""
+        self._needed_dicts = True
+        events = _decode_fast(buf)
+        if events is None:
+            events = self._decode_repaired(buf)
+        if events is None:  # decode_typed reads only what orjson reads
+            raise TraceReadError("a chunk of events msgspec decoded is not readable as JSON")
+        return events
 
     def _decode_repaired(self, buf: bytes) -> list[Any] | None:
         try:
@@ -503,7 +545,8 @@ class _SlowPart(Exception):
     """A part of a parallel read met something only the serial reader's slow path handles."""
 
 
-def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]], R]) -> list[R] | None:
+def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]], R], typed: bool = False
+                  ) -> list[R] | None:
     """`fn` over one part of the events per core, the first here and the others in forked processes; None when
     the trace is small, the platform cannot fork (or threads run, which fork does not copy), or a part needs the
     slow path."""
@@ -536,7 +579,7 @@ def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]
                 try:
                     os.close(r)
                     trace._progress = None
-                    payload = pickle.dumps(_read_part(trace, fn, pos, stop), protocol=pickle.HIGHEST_PROTOCOL)
+                    payload = pickle.dumps(_read_part(trace, fn, pos, stop, typed), protocol=pickle.HIGHEST_PROTOCOL)
                     with open(w, "wb") as out:
                         out.write(payload)
                     code = 0
@@ -544,7 +587,7 @@ def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]
                     os._exit(code)
             os.close(w)
             children.append((pid, r))
-        results.append(_read_part(trace, fn, starts[0], stops[0]))
+        results.append(_read_part(trace, fn, starts[0], stops[0], typed))
         for _, r in children:
             with open(r, "rb", closefd=False) as pipe:
                 payload = pipe.read()
@@ -577,11 +620,11 @@ def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]
     return [part[0] for part in results]
 
 
-def _read_part(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]], R], pos: int, stop: int | None
-               ) -> tuple[R, _Notes, int, str] | None:
+def _read_part(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]], R], pos: int, stop: int | None,
+               typed: bool = False) -> tuple[R, _Notes, int, str] | None:
     """(fn's result, the notes, where the part ended and how) of the part from `pos` to `stop`; None when it needs
     the slow path."""
-    reader = _EventReader(trace)
+    reader = _EventReader(trace, typed)
     ended: list[tuple[int, str]] = []
 
     def chunks() -> Iterator[list[dict[str, Any]]]:

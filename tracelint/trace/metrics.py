@@ -11,17 +11,19 @@ import re
 import statistics
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
+from operator import attrgetter
 
 from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
 from tracelint.engine.thresholds import default as threshold_default
 from tracelint.trace.analysis import Gap, StepStats, TraceAnalysis
 from tracelint.trace.intervals import merge, overlap
-from tracelint.trace.model import D2H, H2D, KERNEL, PAGEABLE, PINNED, SYNC_CALLS, GpuEvent, TraceModel
+from tracelint.trace.model import D2H, H2D, KERNEL, MEMCPY, PAGEABLE, PINNED, SYNC_CALLS, GpuEvent, TraceModel
 
 _BACKWARD = re.compile(r"Backward\d*$")
 _CORE_NAMESPACES = frozenset({"aten", "prim", "prims", "c10d", "c10", "torch", "autograd", "cuda", "cudnn", "miopen",
                               "mkldnn", "quantized", "profiler", "inductor", "_c10d_functional", "c10d_functional",
                               "_quantized", "sparse", "fbgemm", "nccl"})
+_name = attrgetter("name")
 _WRAPPERS = ("## Call CompiledFxGraph", "CompiledFunction", "Torch-Compiled Region", "## ")
 # The caching allocator giving memory back to the driver: cudaFree synchronizes the device.
 ALLOCATOR_FREES = frozenset({"cudaFree", "cuMemFree", "cuMemFree_v2", "hipFree", "cudaFreeHost", "hipHostFree",
@@ -201,15 +203,20 @@ def _idle_causes(model: TraceModel, starts, ends, first, min_gap_us: float) -> t
         if found is None:
             ops = model.ops_on(tid)[1]
             calls = calls_by_tid.get(tid, [])
-            data = [(o.start, o.end) for o in ops if is_dataloader_next(o.name)]
+            # each name is judged once (names are interned: a thread repeats a few hundred of them per step)
+            op_names, call_names = set(map(_name, ops)), set(map(_name, calls))
+            loader = {n for n in op_names if is_dataloader_next(n)}
+            autotune = {n for n in op_names | call_names if _AUTOTUNE.search(n)}
+            wrappers = {n for n in op_names if is_wrapper(n, annotations)}
+            data = [(o.start, o.end) for o in ops if o.name in loader] if loader else []
             found = unions[tid] = (
                 merge(data),
                 merge((c.start, c.end) for c in calls if c.name in SYNC_CALLS),
                 merge((c.start, c.end) for c in calls if c.name in ALLOCATOR_FREES),
-                merge((o.start, o.end) for o in [*ops, *calls] if _AUTOTUNE.search(o.name)),
+                merge((o.start, o.end) for o in [*ops, *calls] if o.name in autotune) if autotune else merge(()),
                 # the thread's own work: ops and runtime calls, not the spans that only enclose other code (the
                 # DataLoader's are kept: their time is subtracted as data_wait below)
-                merge([(o.start, o.end) for o in ops if not is_wrapper(o.name, annotations)]
+                merge([(o.start, o.end) for o in ops if o.name not in wrappers]
                       + [(c.start, c.end) for c in calls] + data),
             )
         return found
@@ -243,7 +250,7 @@ def _idle_causes(model: TraceModel, starts, ends, first, min_gap_us: float) -> t
 
 
 def _copy_metrics(m: dict, launched: list[GpuEvent], window, busy: float, n_windows: int) -> None:
-    h2d = [g for g in launched if g.direction == H2D]
+    h2d = [g for g in launched if g.kind == MEMCPY and g.direction == H2D]
     pageable = [g for g in h2d if g.host_memory == PAGEABLE]
     pinned = [g for g in h2d if g.host_memory == PINNED]
 
@@ -266,7 +273,7 @@ def _copy_metrics(m: dict, launched: list[GpuEvent], window, busy: float, n_wind
         m["h2d_pct_of_gpu_busy"] = _pct(sum(e - s for s, e in zip(starts, ends, strict=True)), busy)
     else:
         m["h2d_pct_of_gpu_busy"] = None
-    dtoh = sum(1 for g in launched if g.direction == D2H)
+    dtoh = sum(1 for g in launched if g.kind == MEMCPY and g.direction == D2H)
     m["dtoh_count"] = dtoh
     m["dtoh_per_step"] = round(dtoh / n_windows, 2)
 
@@ -277,9 +284,12 @@ def _kernel_metrics(analysis: TraceAnalysis, launched: list[GpuEvent], n_windows
     m = analysis.metrics
     kernels = [g for g in launched if g.kind == KERNEL]
     total = tc = mm = mm_tc = mm_fp32 = attention = memory = 0.0
+    classes: dict[str, object] = {}  # analysis.kernel_class by name, without a method call per kernel
     for k in kernels:
         d = k.end - k.start
-        kc = analysis.kernel_class(k.name)
+        kc = classes.get(k.name)
+        if kc is None:
+            kc = classes[k.name] = analysis.kernel_class(k.name)
         total += d
         if kc.op == ATTENTION:
             attention += d
@@ -346,9 +356,13 @@ def _step_stats(model: TraceModel, launched: list[GpuEvent], device: int | None)
 def _breakdowns(model: TraceModel, spans) -> list[dict]:
     main = model.main_tid
     main_ops = model.ops_on(main)[1]
-    data = merge((o.start, o.end) for o in main_ops if is_dataloader_next(o.name))
-    optim = merge((o.start, o.end) for o in main_ops if is_optimizer(o.name))
-    backward = [o for o in model.ops if is_backward(o.name)]  # sorted by start
+    names = model.op_names()
+    loader = {n for n in names if is_dataloader_next(n)}
+    optimizer = {n for n in names if is_optimizer(n)}
+    autograd = {n for n in names if is_backward(n)}
+    data = merge((o.start, o.end) for o in main_ops if o.name in loader)
+    optim = merge((o.start, o.end) for o in main_ops if o.name in optimizer)
+    backward = [o for o in model.ops if o.name in autograd]  # sorted by start
     bw_starts = [o.start for o in backward]
     out = []
     for _, _, s, e in spans:

@@ -232,6 +232,13 @@ class TraceModel:
     step_starts: list[float] = field(default_factory=list, repr=False)
     frames_by_tid: dict[object, tuple[list[float], list[Frame]]] = field(default_factory=dict, repr=False)
     ops_by_tid: dict[object, tuple[list[float], list[Op]]] = field(default_factory=dict, repr=False)
+    _op_names: frozenset | None = field(default=None, repr=False, compare=False)
+
+    def op_names(self) -> frozenset:
+        """The distinct names of the ops (a filter by name judges each name once, then tests membership)."""
+        if self._op_names is None:
+            self._op_names = frozenset(op.name for op in self.ops)
+        return self._op_names
 
     @property
     def has_steps(self) -> bool:

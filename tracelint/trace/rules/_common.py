@@ -7,6 +7,7 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import replace
 from functools import lru_cache
+from operator import attrgetter
 from pathlib import Path
 
 from tracelint.engine import Finding, Location, SourceLocation
@@ -31,11 +32,17 @@ def launched_under(analysis, tid: object, start: float, end: float) -> list:
 
 def _launch_index(analysis) -> dict[object, tuple[list[float], list]]:
     index: dict[object, tuple[list[float], list]] = {}
-    for g in sorted((g for g in analysis.gpu_events if g.launch is not None), key=lambda g: g.launch.start):
-        starts, events = index.setdefault(g.launch.tid, ([], []))
-        starts.append(g.launch.start)
-        events.append(g)
+    for g in sorted([g for g in analysis.gpu_events if g.launch is not None], key=_launch_start):
+        launch = g.launch
+        entry = index.get(launch.tid)
+        if entry is None:
+            entry = index[launch.tid] = ([], [])
+        entry[0].append(launch.start)
+        entry[1].append(g)
     return index
+
+
+_launch_start = attrgetter("launch.start")
 
 
 def ms(us: float | None) -> str:

@@ -19,7 +19,8 @@ _ZERO_GRAD = re.compile(r"zero_grad\(")
 
 def _ops_in_steps(model, prefix: str) -> list:
     """The ops named ``prefix...`` (the optimizer's record_function ranges) that start inside a profiled step."""
-    return [o for o in model.ops if o.name.startswith(prefix) and model.step_at(o.start) is not None]
+    names = {name for name in model.op_names() if name.startswith(prefix)}
+    return [o for o in model.ops if o.name in names and model.step_at(o.start) is not None] if names else []
 
 
 class ZeroGradKeepsGrads(TraceRule):
