@@ -91,6 +91,10 @@ _SHARED = (
     click.option("--quiet", "-q", is_flag=True, help="Print the verdict line and the findings only."),
     click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them."),
     click.option("--show-source", is_flag=True, help="Show each finding's source line (with carets under its span)."),
+)
+# Baselines adopt tracelint on existing code (check, trace, and the bare `tracelint PATH`); `tracelint run`
+# reports one fresh run and takes none.
+_BASELINE = (
     click.option("--baseline", "baseline_path", type=click.Path(), default=None, metavar="FILE",
                  help="Report only the findings that are not in this baseline file (written by --write-baseline; "
                       "matched by rule, file, the flagged line's text and its occurrence, not by line number). "
@@ -456,14 +460,14 @@ class _BareCommand(click.Command):
 
 
 @cli.command("auto", hidden=True, cls=_BareCommand)
-@_options(*_SHARED, *_SOURCE, *_TRACE, _PATHS)
+@_options(*_SHARED, *_BASELINE, *_SOURCE, *_TRACE, _PATHS)
 def auto_cmd(**kwargs) -> None:
     """Lint Python files and notebooks, analyze traces: each path by its type."""
     _run("auto", **kwargs)
 
 
 @cli.command("check")
-@_options(*_SHARED, *_SOURCE, _PATHS)
+@_options(*_SHARED, *_BASELINE, *_SOURCE, _PATHS)
 def check_cmd(**kwargs) -> None:
     """Lint Python files, notebooks and directories (`-` reads the code from stdin).
 
@@ -480,7 +484,7 @@ def check_cmd(**kwargs) -> None:
 
 
 @cli.command("trace")
-@_options(*_SHARED, *_TRACE, _PATHS)
+@_options(*_SHARED, *_BASELINE, *_TRACE, _PATHS)
 def trace_cmd(**kwargs) -> None:
     """Analyze torch.profiler traces (.json, .json.gz, or a directory of rank traces)."""
     _run("trace", **kwargs)
