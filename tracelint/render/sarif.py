@@ -54,7 +54,7 @@ from tracelint.engine.escape import terminal, utf8_bytes, valid_unicode
 from tracelint.engine.finding import Finding, Severity, TraceLocation
 from tracelint.engine.records import baseline_dict, evidence_dict, trace_fields
 from tracelint.engine.result import InputError, RunResult
-from tracelint.engine.sourcelines import source_line
+from tracelint.engine.sourcelines import SourceLines
 from tracelint.engine.version import __version__
 from tracelint.render._common import (
     Anchor,
@@ -235,34 +235,23 @@ def line_fingerprints(findings: list[Finding]) -> list[str]:
     order = sorted(range(len(findings)), key=lambda i: findings[i].sort_key())
     seen: Counter = Counter()
     out = [""] * len(findings)
-    files: dict[str, list[str] | None] = {}  # each file read once, however many findings point into it
+    lines = SourceLines()  # each file (and notebook) read once, however many findings point into it
     for i in order:
         f = findings[i]
-        key = (f.code, *_place(f, files))
+        key = (f.code, *_place(f, lines))
         n = seen[key]
         seen[key] += 1
         out[i] = hashlib.sha256("\0".join((*key, str(n))).encode("utf-8", "backslashreplace")).hexdigest()[:32]
     return out
 
 
-def _place(finding: Finding, files: dict[str, list[str] | None]) -> tuple[str, str]:
+def _place(finding: Finding, lines: SourceLines) -> tuple[str, str]:
     """(file, normalized line text) of a finding's fingerprint."""
     src = finding.source
     if src is None:
         event = finding.location.event if isinstance(finding.location, TraceLocation) else None
         return "", _DIGITS.sub("N", event or "")
-    text = None
-    if src.cell is not None:
-        text = source_line(src.path, src.line, src.cell)
-    elif is_line(src.line):
-        if src.path not in files:
-            try:  # text mode: \r\n and \r end lines as they do for source_line and the linter
-                with open(src.path, encoding="utf-8", errors="replace") as file:
-                    files[src.path] = file.read().split("\n")
-            except OSError:
-                files[src.path] = None
-        lines = files[src.path]
-        text = lines[src.line - 1] if lines is not None and 0 < src.line <= len(lines) else None
+    text = lines.line(src.path, src.line, src.cell) if src.cell is not None or is_line(src.line) else None
     return report_path(src.path), " ".join(text.split()) if text is not None else f"line {src.line}"
 
 
