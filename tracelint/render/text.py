@@ -359,11 +359,18 @@ def rank_table(ranks: list[TraceSummary], indent: str = "  ") -> list[str]:
     return [indent + line.rstrip() for line in text.splitlines()]
 
 
+def _ms_cell(us: float | None) -> str:
+    """A job table's cell of microseconds, in ms (one decimal); "–" when there is no value."""
+    return "–" if us is None else f"{us / 1000:.1f}"
+
+
+def _per_step_ms_cell(m: dict, us: float | None) -> str:
+    """A total over the profiled steps as a job table's cell: per step, in ms."""
+    return _ms_cell(None if us is None else us / max(1, M.STEPS.of(m) or 1))
+
+
 def rank_rows(ranks: list[TraceSummary]) -> list[tuple]:
     """The rows of ``rank_table`` (``RANK_COLUMNS``), by rank: the text and HTML reports lay them out."""
-    def per_step(m: dict, value) -> str:
-        return "–" if value is None else f"{value / max(1, M.STEPS.of(m) or 1) / 1000:.1f}"
-
     def share(value) -> str:
         return "–" if value is None else f"{value:.0f}%"
 
@@ -371,11 +378,10 @@ def rank_rows(ranks: list[TraceSummary]) -> list[tuple]:
     for s in sorted(ranks, key=lambda s: (s.rank is None, s.rank)):
         m = s.metrics
         step = max(M.STEP_CPU_US_MEAN.of(m) or 0.0, M.STEP_GPU_SPAN_US_MEAN.of(m) or 0.0)
-        wait = M.COMM_WAIT_US.of(m)
-        rows.append((s.rank, s.verdict, f"{step / 1000:.1f}" if step else "–", share(GPU_BUSY_PCT.of(m)),
-                     share(M.COMPUTE_BUSY_PCT.of(m)), per_step(m, M.COMM_TIME_US.of(m)),
-                     share(M.COMM_OVERLAP_PCT.of(m)), per_step(m, M.EXPOSED_COMM_US.of(m)),
-                     "–" if wait is None else f"{wait / 1000:.1f}"))
+        rows.append((s.rank, s.verdict, _ms_cell(step or None), share(GPU_BUSY_PCT.of(m)),
+                     share(M.COMPUTE_BUSY_PCT.of(m)), _per_step_ms_cell(m, M.COMM_TIME_US.of(m)),
+                     share(M.COMM_OVERLAP_PCT.of(m)), _per_step_ms_cell(m, M.EXPOSED_COMM_US.of(m)),
+                     _ms_cell(M.COMM_WAIT_US.of(m))))
     return rows
 
 
@@ -390,19 +396,15 @@ def stage_table(ranks: list[TraceSummary], indent: str = "  ") -> list[str]:
 
 
 def stage_rows(ranks: list[TraceSummary]) -> list[tuple]:
-    def ms(value) -> str:
-        return "–" if value is None else f"{value / 1000:.1f}"
-
     rows = []
     for s in sorted((s for s in ranks if M.PIPELINE_STAGE.of(s.metrics) is not None),
                     key=lambda s: M.PIPELINE_STAGE.of(s.metrics)):
         m = s.metrics
         bubble = M.STAGE_BUBBLE_PCT.of(m)
-        p2p = M.P2P_TIME_US.of(m)
-        rows.append((M.PIPELINE_STAGE.of(m), s.rank, ms(M.STAGE_COMPUTE_US.of(m)),
+        rows.append((M.PIPELINE_STAGE.of(m), s.rank, _ms_cell(M.STAGE_COMPUTE_US.of(m)),
                      "–" if bubble is None else f"{bubble:.0f}%",
-                     ms(None if p2p is None else p2p / max(1, M.STEPS.of(m) or 1)), ms(M.P2P_WAIT_US.of(m)),
-                     ms(M.P2P_TRANSFER_US.of(m))))
+                     _per_step_ms_cell(m, M.P2P_TIME_US.of(m)), _ms_cell(M.P2P_WAIT_US.of(m)),
+                     _ms_cell(M.P2P_TRANSFER_US.of(m))))
     return rows
 
 
@@ -417,9 +419,6 @@ def group_table(ranks: list[TraceSummary], indent: str = "  ") -> list[str]:
 
 
 def group_rows(ranks: list[TraceSummary]) -> list[tuple]:
-    def ms(value) -> str:
-        return "–" if value is None else f"{value / 1000:.1f}"
-
     rows = []
     for s in sorted(ranks, key=lambda s: (s.rank is None, s.rank)):
         groups = M.COMM_GROUPS.of(s.metrics)
@@ -429,8 +428,9 @@ def group_rows(ranks: list[TraceSummary]) -> list[tuple]:
             members = g.get("ranks") if isinstance(g.get("ranks"), list) else []
             members = runs(members) if all(isinstance(r, int) for r in members) else ", ".join(map(str, members))
             whom = g.get("waits_for")
-            rows.append((s.rank, str(g.get("kind")), members, ms(g.get("comm_us")),
-                         ms(g.get("exposed_us")), ms(g.get("wait_us")), "–" if whom is None else f"rank {whom}"))
+            rows.append((s.rank, str(g.get("kind")), members, _ms_cell(g.get("comm_us")),
+                         _ms_cell(g.get("exposed_us")), _ms_cell(g.get("wait_us")),
+                         "–" if whom is None else f"rank {whom}"))
     return rows
 
 
