@@ -21,12 +21,14 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -384,6 +386,31 @@ class _Timer:
     expired = False  # the time ran out (an interrupted library may have raised something else instead of _TimeUp)
 
 
+# The alarm raises only where the analysis runs: in a frame of tracelint or libcst, never in whatever else Python
+# may be running at that instant (a gc callback, the hook reporting an unraisable exception, a logging handler);
+# there it waits for the next tick. Raised there, it would escape as "Exception ignored in ..." on stderr, or
+# break the other code's bookkeeping (pytest's unraisable hook died of it: "Failed to process unraisable exception").
+_OURS = ("tracelint.", "libcst.")
+
+
+def _interruptible(frame) -> bool:
+    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    if not name.startswith(_OURS):
+        return False
+    while frame is not None:
+        if frame.f_code is _unraisable_hook.__code__:
+            return False
+        frame = frame.f_back
+    return True
+
+
+def _unraisable_hook(unraisable, *, previous) -> None:
+    """While a deadline runs: our own alarm, landed in a finalizer, is dropped (the next tick raises where it
+    counts); anything else goes to the hook that was there before."""
+    if not isinstance(unraisable.exc_value, _TimeUp):
+        previous(unraisable)
+
+
 @contextmanager
 def _deadline(seconds: float):
     """Raise _TimeUp in this thread once ``seconds`` have passed (Python code only: a native call finishes first);
@@ -398,8 +425,11 @@ def _deadline(seconds: float):
 
     def time_up(signum, frame):
         timer.expired = True
-        raise _TimeUp
+        if _interruptible(frame):
+            raise _TimeUp
 
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = partial(_unraisable_hook, previous=previous_hook)
     signal.signal(signal.SIGALRM, time_up)
     # Repeating after the first: code that swallows an exception (a gc callback, a __del__, an ``except
     # BaseException``) cannot swallow the time limit.
@@ -414,6 +444,7 @@ def _deadline(seconds: float):
                 break
             except _TimeUp:
                 continue
+        sys.unraisablehook = previous_hook
 
 
 def _in_child(task: Callable[[], T], seconds: float) -> T:
