@@ -182,6 +182,64 @@ def test_the_config_names_the_baseline_relative_to_itself(project: Path):
     assert bad.returncode == 2 and "baseline" in bad.stderr
 
 
+NEW_LOOP = """
+
+def later(opt, batches):
+    for b in batches:
+        opt.zero_grad(set_to_none=False)
+        print(b.cuda().sum().item())
+"""
+
+
+def test_fix_leaves_baselined_findings_alone_and_counts_what_the_report_shows(project: Path):
+    # A pre-commit hook running `check --fix` with the project's baseline must not rewrite the legacy code the
+    # baseline accepts; it fixes the new findings, and its count is the plain run's (hidden ones apart).
+    (project / "pyproject.toml").write_text('[tool.tracelint]\nbaseline = "base.json"\n')
+    assert tracelint("check", "--write-baseline", "base.json", "examples", "scenarios", cwd=project).returncode == 0
+    train = project / "examples" / "train.py"
+    legacy = train.read_text(encoding="utf-8")
+    train.write_text(legacy + NEW_LOOP, encoding="utf-8")
+    plain, doc, _ = findings("check", "examples", "scenarios", cwd=project)
+    assert sorted(f["code"] for f in plain) == ["TL101", "TL301"]
+    hidden = doc["baseline"]["hidden"]
+    untouched = {p: p.read_bytes() for p in project.rglob("*.py") if p != train}
+
+    fixed = tracelint("check", "--fix", "examples", "scenarios", cwd=project)
+    assert fixed.returncode == 1, fixed.stderr
+    assert fixed.stdout.splitlines()[-1] == (f"Found 2 findings (1 fixed, 1 remaining). {hidden} findings hidden by "
+                                             "the baseline.")
+    text = train.read_text(encoding="utf-8")
+    assert text[:len(legacy)] == legacy  # not one legacy byte changed, though its findings have safe fixes
+    assert "        opt.zero_grad()\n" in text[len(legacy):]
+    assert {p: p.read_bytes() for p in untouched} == untouched
+    after, doc, code = findings("check", "examples", "scenarios", cwd=project)
+    assert [f["code"] for f in after] == ["TL101"]
+    assert (doc["baseline"]["hidden"], doc["baseline"]["stale"]) == (hidden, 0)
+    # Without the baseline --fix fixes the legacy code too (as before).
+    tracelint("check", "--fix", "--config", "/dev/null", "examples", cwd=project)
+    assert train.read_text(encoding="utf-8")[:len(legacy)] != legacy
+
+
+def test_fix_with_a_baseline_in_worker_processes_and_notebooks(tmp_path: Path):
+    # From 24 files the linter runs in worker processes: the baseline reaches them with each file's config.
+    legacy = "import torch\n\ndef step(opt):\n    opt.zero_grad(set_to_none=False)\n"
+    for i in range(30):
+        (tmp_path / f"m{i:02d}.py").write_text(legacy, encoding="utf-8")
+    nb = tmp_path / "nb.ipynb"
+    nb_cell = ["opt = torch.optim.SGD(model.parameters(), lr=0.1)\n", "opt.zero_grad(set_to_none=False)\n"]
+    nb.write_text(notebook([NB_SETUP, nb_cell]), encoding="utf-8")
+    assert tracelint("check", "--write-baseline", "base.json", ".", cwd=tmp_path).returncode == 0
+    (tmp_path / "m07.py").write_text(legacy + "\ndef again(opt):\n    opt.zero_grad(set_to_none=False)\n")
+    nb.write_text(notebook([NB_SETUP, nb_cell, ["opt.zero_grad(set_to_none=False)\n"]]), encoding="utf-8")
+    fixed = tracelint("check", "--fix", "--baseline", "base.json", ".", cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert fixed.stdout.splitlines()[-1].startswith("Found 2 findings (2 fixed, 0 remaining). 31 findings hidden")
+    assert (tmp_path / "m07.py").read_text() == legacy + "\ndef again(opt):\n    opt.zero_grad()\n"
+    assert all((tmp_path / f"m{i:02d}.py").read_text() == legacy for i in range(30) if i != 7)
+    cells = [c["source"] for c in json.loads(nb.read_text(encoding="utf-8"))["cells"]]
+    assert cells == [NB_SETUP, nb_cell, ["opt.zero_grad()\n"]]
+
+
 def notebook(cells: list[list[str]]) -> str:
     nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": lines}
                     for lines in cells],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -209,7 +210,9 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
     baseline = _read_baseline(Path(used)) if used else None
 
     def once() -> RunResult:
-        configure = lambda cfg: _overrides(base if explicit or cfg is None else cfg, **overrides)  # noqa: E731
+        def configure(cfg: Config | None) -> Config:  # each file's config, with the run's options and baseline
+            chosen = _overrides(base if explicit or cfg is None else cfg, **overrides)
+            return replace(chosen, baseline=baseline.path if baseline is not None else None)  # --fix leaves its own
         try:
             if "-" in paths:
                 return _stdin_run(mode, stdin_filename or "stdin.py", fixing, unsafe_fixes, configure, config, fmt,

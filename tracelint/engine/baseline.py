@@ -183,6 +183,12 @@ def apply(findings: list[Finding], baseline: Baseline, in_scope: Callable[[Entry
     return Filtered(kept, len(findings) - len(kept), stale)
 
 
+def held(findings: list[Finding], baseline: Baseline, lines: SourceLines | None = None) -> list[bool]:
+    """Whether ``baseline`` holds each of ``findings`` (what ``--fix`` leaves alone, as it leaves a noqa line)."""
+    kept = {id(f) for f in apply(findings, baseline, lambda _entry: False, lines).kept}
+    return [id(f) not in kept for f in findings]
+
+
 def merged(old: Baseline | None, new: Iterable[Entry], in_scope: Callable[[Entry], bool]) -> list[Entry]:
     """What ``--write-baseline`` writes: today's entries, plus the old file's entries this run did not look at
     (a file not checked this time keeps its entries; those of the files checked are replaced, stale ones gone)."""
@@ -257,6 +263,20 @@ def read_baseline(path: Path) -> Baseline:
         except (KeyError, TypeError, ValueError) as exc:
             raise bad(f"entry {number}: {exc.args[0] if exc.args else exc}") from None
     return Baseline(path, tuple(entries))
+
+
+def read_baseline_once(path: Path) -> Baseline:
+    """read_baseline, read again only when the file changed (each file's ``--fix`` in a worker asks for it)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return read_baseline(path)  # its error names the file
+    return _read_cached(path, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=4)
+def _read_cached(path: Path, _mtime_ns: int, _size: int) -> Baseline:
+    return read_baseline(path)
 
 
 def _entry(item: object) -> Entry:

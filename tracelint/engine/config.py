@@ -90,7 +90,8 @@ class Config:
     file_time_limit: float = DEFAULT_FILE_TIME_LIMIT_S  # seconds one source file may take
     diff_max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT  # [tool.tracelint.diff]
     diff_thresholds: tuple[tuple[str, float], ...] = ()  # TL010 gate keys the diff checks NEW against
-    baseline: Path | None = None  # `baseline = "FILE"`, resolved against the config file's folder
+    baseline: Path | None = None  # `baseline = "FILE"`, resolved against the config file's folder; for a run's
+    # files the CLI sets the one the run applies (or None): --fix leaves the findings it holds alone
     diff_noise_floor_pct: float | None = None  # None: DEFAULT_NOISE_FLOOR_PCT of the gate's measure
     diff_fail_on_new_findings: bool = True  # a new finding at fail-on or above fails the diff's gate
 

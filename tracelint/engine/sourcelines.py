@@ -14,8 +14,8 @@ class SourceLines:
     cells from 1, as findings do), without its line break; None when the file cannot be read or has no such line.
     A reader caches what it read: make one per report, not one per process (files change under --watch)."""
 
-    def __init__(self) -> None:
-        self._data: dict[str, bytes | None] = {}
+    def __init__(self, files: dict[str, bytes] | None = None) -> None:
+        self._data: dict[str, bytes | None] = dict(files or {})  # ``files``: contents to use in place of the disk's
         self._cells: dict[str, list | None] = {}
         self._lines: dict[tuple[str, int | None], list[str] | None] = {}
 

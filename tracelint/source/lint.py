@@ -350,7 +350,7 @@ def _fix(doc, display, rules, config, findings, unsafe) -> _Outcome:
     original, original_findings = doc, findings
     fixed, errors = 0, []
     for _ in range(MAX_FIX_PASSES):
-        fixes = choose_fixes(findings, unsafe=unsafe)
+        fixes = choose_fixes(_not_baselined(doc, display, findings, config), unsafe=unsafe)
         if not fixes:
             break
         try:
@@ -375,6 +375,23 @@ def _fix(doc, display, rules, config, findings, unsafe) -> _Outcome:
         return _Outcome(original_findings, [error], 0, None, original_findings)
     return _Outcome(findings, errors, fixed, data, original_findings, resolved=(before - after).total(),
                     exposed=(after - before).total())
+
+
+def _not_baselined(doc, display: str, findings: list[Finding], config: Config) -> list[Finding]:
+    """``findings`` (of ``doc``, as the fixes have left it so far) less those the run's baseline holds
+    (Config.baseline, set by the CLI for the run): --fix leaves them alone, as the report does. All of them without
+    a baseline, or when it cannot be read (the CLI read it first and said so)."""
+    if config.baseline is None or not findings:
+        return findings
+    from tracelint.engine.baseline import BaselineError, held, read_baseline_once
+    from tracelint.engine.sourcelines import SourceLines
+
+    try:
+        baseline = read_baseline_once(config.baseline)
+    except BaselineError:
+        return findings
+    lines = SourceLines({display: doc.to_bytes()})  # the lines as the fixes have left them, not as on disk
+    return [f for f, h in zip(findings, held(findings, baseline, lines), strict=True) if not h]
 
 
 # -- the per-file time limit ------------------------------------------------------------------------------------
