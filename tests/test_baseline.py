@@ -316,6 +316,42 @@ def test_trace_baseline_on_fixture_traces(tmp_path: Path, repo: Path):
     assert doc["baseline"]["stale"] >= 1 and code == 0
 
 
+def test_job_findings_match_by_rank_not_by_the_rank_files_names(tmp_path: Path, multi_gpu_traces: Path):
+    # Rank traces are named after their host and a time (torch.profiler's default), and a CI job downloads them to
+    # a new folder each run: a job finding (TL602 here, on the real straggler job) must match by rule and rank.
+    ranks = sorted((multi_gpu_traces / "ddp-2xh100" / "ddp_straggler").glob("rank*.pt.trace.json.gz"))
+    assert len(ranks) == 2
+    for run, host in (("run-1187", "node-a17"), ("run-1188", "gpu-b03")):
+        (tmp_path / run).mkdir()
+        for i, rank in enumerate(ranks):
+            shutil.copy(rank, tmp_path / run / f"{host}_{4100 + 7 * i}.{1732600000 + i}.pt.trace.json.gz")
+    first, _, code = findings("trace", "run-1187", cwd=tmp_path)
+    assert code == 1 and [(f["code"], f["trace"]["rank"]) for f in first if f["code"] == "TL602"] == [("TL602", 1)]
+    assert tracelint("trace", "--write-baseline", "base.json", "run-1187", cwd=tmp_path).returncode == 0
+    entries = read_baseline(tmp_path / "base.json").entries
+    assert ("TL602", "rank 1") in {(e.rule, e.text) for e in entries}
+    assert not any("node-a17" in e.text or "run-" in e.text for e in entries)
+    after, doc, code = findings("trace", "--baseline", "base.json", "run-1188", cwd=tmp_path)
+    assert (after, code) == ([], 0) and (doc["baseline"]["hidden"], doc["baseline"]["stale"]) == (len(first), 0)
+    # SARIF: the same fingerprints for both runs' results
+    prints = []
+    for run in ("run-1187", "run-1188"):
+        sarif = json.loads(tracelint("trace", "--format", "sarif", run, cwd=tmp_path).stdout)
+        prints.append(sorted(r["partialFingerprints"]["tracelintFingerprint/v2"] for r in sarif["runs"][0]["results"]))
+    assert prints[0] == prints[1] and len(prints[0]) == len(first)
+
+
+def test_event_identity_keeps_the_rank_and_drops_run_numbers():
+    from tracelint.engine.location import TraceLocation, event_identity
+
+    job = "/ci/run-7/prof"
+    assert event_identity(TraceLocation(job, rank=1, event=f"{job}/host-a_12.34.pt.trace.json")) == "rank 1"
+    assert event_identity(TraceLocation(job, rank=0, event=f"{job}/host-b_56.78.pt.trace.json.gz")) == "rank 0"
+    assert event_identity(TraceLocation("t.json", rank=0, event="ProfilerStep#12")) == "ProfilerStep#N"
+    assert event_identity(TraceLocation("t.json", event="ampere_sgemm_128x64_nn")) == "ampere_sgemm_NxN_nn"
+    assert event_identity(TraceLocation("t.json")) == ""
+
+
 def test_json_documents_the_baseline_key():
     from tracelint.render import json as json_format
 

@@ -9,8 +9,9 @@ is occurrence 1, which the baseline does not hold. (A new identical line *above*
 the old one is reported in its place: the count is right, the line is the later of the two.)
 
 A trace finding's entry has, in place of a file, the source file its Python stack gives and that line's text, or,
-without a stack, its event or kernel name with digit runs written ``N`` (``ProfilerStep#N``); a stack's file that
-cannot be read where tracelint runs gives ``line N`` for its text. The trace file's own
+without a stack, its event or kernel name with digit runs written ``N`` (``ProfilerStep#N``), or for a job finding
+its rank (``rank 1``: location.event_identity); a stack's file that cannot be read where tracelint runs gives
+``line N`` for its text. The trace file's own
 name is not part of it: a rank's trace is named after its host and a timestamp, new on every run.
 
 The file (version 1)::
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -35,14 +35,13 @@ from functools import lru_cache
 from pathlib import Path
 
 from tracelint.engine.finding import Finding
-from tracelint.engine.location import SourceLocation, TraceLocation
+from tracelint.engine.location import SourceLocation, TraceLocation, event_identity
 from tracelint.engine.result import BaselineUse, RunResult
 from tracelint.engine.sourcelines import SourceLines
 from tracelint.engine.suppress import without_suppressions
 
 VERSION = 1
 ORIGINS = ("source", "trace")
-_DIGITS = re.compile(r"\d+")
 
 
 class BaselineError(Exception):
@@ -154,7 +153,7 @@ def _place(finding: Finding, base: Path, lines: SourceLines) -> tuple[str, str |
     assert isinstance(loc, TraceLocation)
     if loc.source is not None:
         return "trace", _trace_source_path(loc.source.path, base), _line_text(loc.source, lines)
-    return "trace", None, _DIGITS.sub("N", loc.event or "")
+    return "trace", None, event_identity(loc)
 
 
 def _line_text(loc: SourceLocation, lines: SourceLines) -> str:

@@ -2,6 +2,7 @@
 each reads in a report's words."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -53,3 +54,17 @@ def trace_context(loc: TraceLocation) -> str:
 def trace_words(loc: TraceLocation) -> str:
     """'trace.json.gz, rank 0, step 12'."""
     return ", ".join(filter(None, (loc.path, trace_context(loc))))
+
+
+_DIGITS = re.compile(r"\d+")
+_TRACE_FILE = re.compile(r"\.json(\.gz)?$")
+
+
+def event_identity(loc: TraceLocation) -> str:
+    """What a trace finding without a Python stack is across runs (baselines, SARIF fingerprints): its event or
+    kernel name with digit runs as ``N`` (``ProfilerStep#N``); a job finding, whose event names its rank's trace
+    file (a host name and a time in the file name, the folder wherever the job was copied), is ``rank R``."""
+    event = loc.event or ""
+    if _TRACE_FILE.search(event):
+        return f"rank {loc.rank}" if loc.rank is not None else "job"
+    return _DIGITS.sub("N", event)

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -52,6 +51,7 @@ from tracelint.engine.catalog import RuleDoc, catalog
 from tracelint.engine.display import report_path
 from tracelint.engine.escape import terminal, utf8_bytes, valid_unicode
 from tracelint.engine.finding import Finding, Severity, TraceLocation
+from tracelint.engine.location import event_identity
 from tracelint.engine.records import baseline_dict, evidence_dict, trace_fields
 from tracelint.engine.result import InputError, RunResult
 from tracelint.engine.sourcelines import SourceLines
@@ -64,8 +64,6 @@ from tracelint.render._common import (
     is_line,
     trace_summary_dict,
 )
-
-_DIGITS = re.compile(r"\d+")
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 SRCROOT = "%SRCROOT%"  # the uriBaseId of every relative artifact URI: the working directory tracelint ran in
@@ -230,8 +228,9 @@ def line_fingerprints(findings: list[Finding]) -> list[str]:
     the file (relative to the working directory), the flagged line's text with its whitespace collapsed, and the
     occurrence of that triple in file order (a second identical ``loss.item()`` line is occurrence 1). A trace
     finding stands for the source line its stack gives (its text where the file is here, else ``line N``), or
-    without a stack for its event name with digit runs as ``N``; the trace file's own name, which changes from run
-    to run, is not part of it. Never the message: a trace finding's carries measured numbers."""
+    without a stack for its event name with digit runs as ``N`` (a job finding: its rank; location.event_identity);
+    the trace file's own name, which changes from run to run, is not part of it. Never the message: a trace
+    finding's carries measured numbers."""
     order = sorted(range(len(findings)), key=lambda i: findings[i].sort_key())
     seen: Counter = Counter()
     out = [""] * len(findings)
@@ -249,8 +248,7 @@ def _place(finding: Finding, lines: SourceLines) -> tuple[str, str]:
     """(file, normalized line text) of a finding's fingerprint."""
     src = finding.source
     if src is None:
-        event = finding.location.event if isinstance(finding.location, TraceLocation) else None
-        return "", _DIGITS.sub("N", event or "")
+        return "", event_identity(finding.location) if isinstance(finding.location, TraceLocation) else ""
     text = lines.line(src.path, src.line, src.cell) if src.cell is not None or is_line(src.line) else None
     return report_path(src.path), " ".join(text.split()) if text is not None else f"line {src.line}"
 
