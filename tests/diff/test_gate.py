@@ -202,6 +202,20 @@ def test_findings_match_by_rule_and_place_not_message():
     assert finding_changes((), (_sync(54, step=1), _sync(54, step=2))) == ((_sync(54, step=1),), ())
 
 
+def test_step_numbers_and_rank_files_in_events_do_not_make_findings_new():
+    # The launch-bound finding names its step (ProfilerStep#12); a job finding names its rank's trace file (a host
+    # and a time in the name): neither is the same from run to run.
+    def at(event, rank=0, path="t.json.gz"):
+        return Finding("TL401", Severity.WARNING, "m", TraceLocation(path, rank=rank, event=event))
+
+    assert finding_changes((at("ProfilerStep#12"),), (at("ProfilerStep#40"),)) == ((), ())
+    base = (at("/ci/run-1/prof/node-a_11.22.pt.trace.json", rank=1, path="/ci/run-1/prof"),)
+    same = (at("/ci/run-2/prof/node-b_31.42.pt.trace.json", rank=1, path="/ci/run-2/prof"),)
+    other = (at("/ci/run-2/prof/node-b_33.44.pt.trace.json", rank=0, path="/ci/run-2/prof"),)
+    assert finding_changes(base, same) == ((), ())
+    assert finding_changes(base, other) == (other, base)  # another rank is another finding
+
+
 def test_finding_words():
     assert finding_words(_sync(54, "fixtures/train.py")) == "TL101 item-in-loop at fixtures/train.py:54"
     loc = TraceLocation("t.json.gz", rank=0, step=1, start_us=1.0, end_us=2.0, event="Memcpy HtoD (Pageable -> Device)")

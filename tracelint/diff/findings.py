@@ -8,15 +8,17 @@ from pathlib import Path
 from tracelint.engine import Finding, TraceLocation
 from tracelint.engine.catalog import catalog
 from tracelint.engine.display import report_path
+from tracelint.engine.location import event_identity
 
 
 def finding_key(finding: Finding) -> tuple:
     """A finding's identity in a diff: rule code, the file name (not its folder: two checkouts differ there) and
-    line of its source position (for a trace finding, the one its Python stack gives), and the trace event."""
+    line of its source position (for a trace finding, the one its Python stack gives), and the trace event as
+    baselines know it (location.event_identity: ``ProfilerStep#N``, a job finding's rank)."""
     loc = finding.location
     src = finding.source
     where = (Path(src.path).name, src.line) if src is not None else None
-    return (finding.code, where, loc.event if isinstance(loc, TraceLocation) else None)
+    return (finding.code, where, event_identity(loc) if isinstance(loc, TraceLocation) else None)
 
 
 def _family(key: tuple) -> tuple:

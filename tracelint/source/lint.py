@@ -390,7 +390,11 @@ def _not_baselined(doc, display: str, findings: list[Finding], config: Config) -
         baseline = read_baseline_once(config.baseline)
     except BaselineError:
         return findings
-    lines = SourceLines({display: doc.to_bytes()})  # the lines as the fixes have left them, not as on disk
+    try:
+        data = doc.to_bytes()  # the lines as the fixes have left them, not as on disk
+    except (UnicodeEncodeError, ValueError):  # the fixed file could not be written either: fix nothing more
+        return []
+    lines = SourceLines({display: data})
     return [f for f, h in zip(findings, held(findings, baseline, lines), strict=True) if not h]
 
 
