@@ -52,3 +52,26 @@ def test_fingerprints_are_unique_even_for_identical_messages():
 
 def test_empty_run_is_an_empty_array():
     assert _issues(RunResult()) == []
+
+
+def test_trace_fingerprints_survive_the_trace_files_new_name(fixture_traces, tmp_path):
+    # A profiler names each trace after its host and a time: a pipeline's next run is the same finding to GitLab
+    # (its MR widget compares fingerprints between the base and head pipelines), and to the JSON report.
+    import shutil
+    import subprocess
+    import sys
+
+    prints = {}
+    for run, name in (("run-1", "node-a_1187.1732600000.pt.trace.json.gz"),
+                      ("run-2", "node-b_2231.1732690000.pt.trace.json.gz")):
+        (tmp_path / run).mkdir()
+        shutil.copy(fixture_traces / "item_per_step.pt.trace.json.gz", tmp_path / run / name)
+        out = {}
+        for fmt in ("gitlab", "json"):
+            proc = subprocess.run([sys.executable, "-m", "tracelint", "trace", "--format", fmt, run], cwd=tmp_path,
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 1, proc.stderr
+            doc = json.loads(proc.stdout)
+            out[fmt] = sorted(f["fingerprint"] for f in (doc if fmt == "gitlab" else doc["findings"]))
+        prints[run] = out
+    assert prints["run-1"] == prints["run-2"] and len(prints["run-1"]["gitlab"]) >= 1

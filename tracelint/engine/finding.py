@@ -7,7 +7,14 @@ from typing import Literal
 
 from tracelint.engine.display import Paint, format_metric, verification_words
 from tracelint.engine.escape import map_strings, no_commands, terminal
-from tracelint.engine.location import Location, SourceLocation, TraceLocation, trace_context, trace_words
+from tracelint.engine.location import (
+    Location,
+    SourceLocation,
+    TraceLocation,
+    event_identity,
+    trace_context,
+    trace_words,
+)
 from tracelint.engine.severity import Severity
 
 PLAIN = Paint(False)
@@ -60,13 +67,15 @@ class Finding:
 
     def fingerprint(self) -> str:
         """Stable across runs and line moves: code, path and message (not the line number) for a source finding;
-        for a trace finding, whose message carries measured numbers that change from run to run, code, trace
-        path, the source line it points at and the event name. A file name's undecodable bytes (lone surrogates)
-        are hashed as their ``\\udcff`` escapes, which keeps names that differ only in such bytes apart."""
+        for a trace finding, whose message carries measured numbers that change from run to run, code, the source
+        line it points at and the event as baselines know it (location.event_identity: step numbers as N, a job
+        finding's rank), not the trace file, whose name (a host and a time, for rank traces) is new every run. A
+        file name's undecodable bytes (lone surrogates) are hashed as their ``\\udcff`` escapes, which keeps names
+        that differ only in such bytes apart."""
         loc = self.location
         if isinstance(loc, TraceLocation):
             where = f"{loc.source.path}:{loc.source.line}" if loc.source else ""
-            text = f"{self.code}\0{self.path}\0{where}\0{loc.event or ''}"
+            text = f"{self.code}\0{where}\0{event_identity(loc)}"
         else:
             text = f"{self.code}\0{self.path}\0{self.message}"
         return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16]
