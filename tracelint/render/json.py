@@ -28,7 +28,8 @@ decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 an
         "end_column": int | null,      # 1-based, exclusive
         "cell": int | null,            # notebook cell (1-based, counting all cells); line/column count within it
         "fingerprint": str,            # stable when lines move and across runs: code + path + message for a
-                                       # source finding; code + trace path + source line + event for a trace one
+                                       # source finding; code + source line + event (step numbers as N, a job
+                                       # finding's rank) for a trace one, not the trace file's name
         "fix": {"title": str, "safe": bool} | null,
         "source": {"path": str, "line": int} | null,   # trace finding whose Python stack gives a source line
         "trace": {"rank": int | null, "step": int | null, "start_us": float | null, "end_us": float | null,
