@@ -1,5 +1,5 @@
-"""Helpers for the verify tests: the tiny CPU scripts under tests/verify/scripts, fast CPU run settings, and a
-synthetic Verification (no run, no GPU) for the reports."""
+"""Helpers for the verify tests: the tiny CPU scripts under tests/verify/scripts, fast CPU run settings, a
+synthetic Verification (no run, no GPU) for the reports, and a fake Session that logs what measure() does."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +10,7 @@ from tracelint.engine import Edit, Finding, Fix, Severity, SourceLocation
 from tracelint.render import render
 from tracelint.verify import run_result
 from tracelint.verify.measure import Row, Verification
-from tracelint.verify.run import RunOutcome, RunSettings
+from tracelint.verify.run import Idle, RunOutcome, RunSettings
 from tracelint.verify.stats import judge
 from tracelint.verify.variants import Variant
 
@@ -48,3 +48,35 @@ def synthetic() -> Verification:
 def report(verifications: list[Verification], fmt: str = "text") -> str:
     """What ``tracelint verify --format FMT`` prints for these verifications."""
     return render(run_result(verifications), fmt)
+
+
+def logging_session(log: list[str], log_finish: bool = False) -> type:
+    """A stand-in for verify.run.Session (monkeypatched into verify.measure): no process; it appends "start NAME",
+    "ready NAME" (and with ``log_finish`` "finish NAME") to ``log``, NAME its folder's name; each block takes
+    10 ms in a baseline folder and 8 ms in a variant's."""
+
+    class LoggingSession:
+        def __init__(self, code, original, argv, settings, workdir, **kwargs) -> None:
+            self.name = workdir.name
+            self.blocks, self.losses, self.ended, self.idle = [], [1.0], False, Idle()
+
+        def start(self) -> None:
+            log.append(f"start {self.name}")
+
+        def ready(self) -> bool:
+            log.append(f"ready {self.name}")
+            return True
+
+        def run(self, blocks):
+            self.blocks.append(10.0 if self.name.startswith("baseline") else 8.0)
+            return self.blocks[-1:]
+
+        def finish(self, trace=None):
+            if log_finish:
+                log.append(f"finish {self.name}")
+            return RunOutcome(True, tuple(self.blocks), (1.0,))
+
+        def kill(self) -> None:
+            pass
+
+    return LoggingSession

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.verify.conftest import CPU, SCRIPTS
+from tests.verify.conftest import CPU, SCRIPTS, logging_session
 from tracelint.verify.measure import _Side, compare, measure
 from tracelint.verify.run import RunSettings, Session
 from tracelint.verify.variants import Variant
@@ -220,33 +220,9 @@ def test_the_first_variant_warms_up_beside_the_baseline(tmp_path, monkeypatch):
     """Both processes start before either is waited for (their warm-ups are untimed): one start-up saved."""
     import sys
 
-    from tracelint.verify.run import Idle, RunOutcome
-
     measure_module = sys.modules["tracelint.verify.measure"]
     log: list[str] = []
-
-    class LoggingSession:
-        def __init__(self, code, original, argv, settings, workdir, **kwargs) -> None:
-            self.name = workdir.name
-            self.blocks, self.losses, self.ended, self.idle = [], [1.0], False, Idle()
-
-        def start(self) -> None:
-            log.append(f"start {self.name}")
-
-        def ready(self) -> bool:
-            log.append(f"ready {self.name}")
-            return True
-
-        def run(self, blocks):
-            return [10.0 if self.name == "baseline" else 8.0]
-
-        def finish(self, trace=None):
-            return RunOutcome(True, (10.0,), (1.0,))
-
-        def kill(self) -> None:
-            pass
-
-    monkeypatch.setattr(measure_module, "Session", LoggingSession)
+    monkeypatch.setattr(measure_module, "Session", logging_session(log))
     settings = RunSettings(blocks=2, budget_s=0, device="cpu", pairs=1)
     script = tmp_path / "train.py"
     script.write_text("x = 1\n")

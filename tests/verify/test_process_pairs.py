@@ -14,10 +14,10 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from tests.verify.conftest import CPU, SCRIPTS, report, synthetic
+from tests.verify.conftest import CPU, SCRIPTS, logging_session, report, synthetic
 from tracelint.cli.verify import verify_cmd
 from tracelint.verify.measure import compare, measure
-from tracelint.verify.run import Idle, RunOutcome, RunSettings
+from tracelint.verify.run import RunOutcome, RunSettings
 from tracelint.verify.stats import judge, paired_interval
 from tracelint.verify.variants import Variant
 
@@ -174,31 +174,7 @@ def test_measure_restarts_both_sides_for_each_pair(tmp_path, monkeypatch):
     ones started before either is waited for; the rows carry the pairs."""
     measure_module = sys.modules["tracelint.verify.measure"]
     log: list[str] = []
-
-    class LoggingSession:
-        def __init__(self, code, original, argv, settings, workdir, **kwargs) -> None:
-            self.name = workdir.name
-            self.blocks, self.losses, self.ended, self.idle = [], [1.0], False, Idle()
-
-        def start(self) -> None:
-            log.append(f"start {self.name}")
-
-        def ready(self) -> bool:
-            log.append(f"ready {self.name}")
-            return True
-
-        def run(self, blocks):
-            self.blocks.append(10.0 if self.name.startswith("baseline") else 8.0)
-            return self.blocks[-1:]
-
-        def finish(self, trace=None):
-            log.append(f"finish {self.name}")
-            return RunOutcome(True, tuple(self.blocks), (1.0,))
-
-        def kill(self) -> None:
-            pass
-
-    monkeypatch.setattr(measure_module, "Session", LoggingSession)
+    monkeypatch.setattr(measure_module, "Session", logging_session(log, log_finish=True))
     script = tmp_path / "train.py"
     script.write_text("x = 1\n")
     settings = RunSettings(blocks=2, budget_s=0, device="cpu", pairs=2)

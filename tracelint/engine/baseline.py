@@ -11,8 +11,8 @@ the old one is reported in its place: the count is right, the line is the later 
 A trace finding's entry has, in place of a file, the source file its Python stack gives and that line's text, or,
 without a stack, its event or kernel name with digit runs written ``N`` (``ProfilerStep#N``), or for a job finding
 its rank (``rank 1``: location.event_identity); a stack's file that cannot be read where tracelint runs gives
-``line N`` for its text. The trace file's own
-name is not part of it: a rank's trace is named after its host and a timestamp, new on every run.
+``line N`` for its text. The trace file's own name is not part of it: a rank's trace is named after its host and a
+timestamp, new on every run.
 
 The file (version 1)::
 
