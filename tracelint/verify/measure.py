@@ -159,8 +159,7 @@ class _Side:
         """Start the (first) process without waiting for its warm-up: ``start`` waits. Two sides warm up at once
         this way (untimed), which saves one start-up per comparison."""
         if not self.fresh and self.session is None:
-            self._launch(self.workdir, self.settings.trace)
-            self._launched = True
+            self.relaunch()  # (no process to stop; the first folder is the workdir)
 
     def relaunch(self) -> None:
         """A new pair: stop the current process (its blocks kept among the outcomes) and start the next without
