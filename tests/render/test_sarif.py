@@ -138,6 +138,40 @@ def test_paths_are_relative_posix_and_encoded(tmp_path, monkeypatch):
     assert uris == ["src%20dir/train.py", "file:///elsewhere/x.py", "pkg/y.py"]
 
 
+def test_a_run_from_a_subfolder_names_files_from_the_repository_root(tmp_path, monkeypatch):
+    # GitHub resolves the URIs against the checkout's root: `cd ml && tracelint check --format sarif .` in a
+    # monorepo must still say ml/train.py, or code scanning pins the alerts to files that do not exist.
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "ml").mkdir()
+    (repo / "ml" / "train.py").write_text("import torch\nfor b in loader:\n    print(b.cuda().sum().item())\n")
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "tracelint", "check", "--format", "sarif", "."], cwd=repo / "ml",
+                          capture_output=True, text=True, timeout=120)
+    run = json.loads(proc.stdout)["runs"][0]
+    assert [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in run["results"]] == \
+        [{"uri": "ml/train.py", "uriBaseId": "%SRCROOT%"}]
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == repo.as_uri() + "/"
+    # in-process, with a worktree's .git (a file), a path above the repository, and no repository at all
+    (repo / ".git").rmdir()
+    (repo / ".git").write_text("gitdir: /elsewhere/.git/worktrees/repo\n")
+    monkeypatch.chdir(repo / "ml")
+    sarif_format._source_root.cache_clear()
+    above = Finding("TL101", Severity.WARNING, "m", SourceLocation("../../other.py", 1, 1))
+    here = Finding("TL101", Severity.WARNING, "m", SourceLocation("train.py", 3, 11))
+    uris = [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for r in _sarif(RunResult(findings=[here, above]))["runs"][0]["results"]]
+    assert uris == ["ml/train.py", (tmp_path / "other.py").as_uri()]
+    (repo / ".git").unlink()
+    sarif_format._source_root.cache_clear()  # looked up once per working directory in a process
+    sarif_format._root_path.cache_clear()
+    log = _sarif(RunResult(findings=[here]))
+    assert log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "train.py"
+    assert log["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"] == (repo / "ml").as_uri() + "/"
+
+
 def test_levels_and_unknown_codes_get_a_rule():
     findings = [source_finding(severity=Severity.INFO, code="TL999")]
     log = _sarif(RunResult(findings=findings))

@@ -8,10 +8,13 @@ the OASIS schema vendored in tests/data/sarif):
   ``problem.severity``). No ``helpUri`` (the help is inline), no ``precision`` or ``security-severity`` (a
   performance finding has no security severity, and the rules state no measured precision);
 - each result: ``ruleId``, ``ruleIndex`` (into ``rules``), ``level``, ``message.text``, exactly one location:
-  ``physicalLocation.artifactLocation`` with ``uri`` relative to the working directory (forward slashes,
+  ``physicalLocation.artifactLocation`` with ``uri`` relative to the source root (forward slashes,
   percent-encoded: a file name's bytes that are not UTF-8 as themselves, ``bad%FF.py``) and ``uriBaseId``
-  ``%SRCROOT%``, which ``run.originalUriBaseIds`` maps to that directory (a path outside it is a ``file:`` URI
-  without a base), and ``region.startLine`` (≥ 1), with 1-based columns where the span is known;
+  ``%SRCROOT%``, which ``run.originalUriBaseIds`` maps to that folder (a path outside it is a ``file:`` URI
+  without a base), and ``region.startLine`` (≥ 1), with 1-based columns where the span is known. The source root
+  is the repository tracelint runs in (the nearest folder at or above the working directory that holds ``.git``),
+  else the working directory: GitHub resolves the URIs against the checkout's root, so a run from a subfolder
+  (``cd ml && tracelint check --format sarif .``) still names ``ml/train.py``;
 - ``partialFingerprints``: ``primaryLocationLineHash`` (what GitHub matches alerts by across runs) and
   ``tracelintFingerprint/v2``, both the hash of the rule, the file, the flagged line's normalized text and the
   occurrence of that line in the file (``line_fingerprints``): an alert survives code moving above it, and a
@@ -48,7 +51,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 from tracelint.engine.catalog import RuleDoc, catalog
-from tracelint.engine.display import report_path
 from tracelint.engine.escape import terminal, utf8_bytes, valid_unicode
 from tracelint.engine.finding import Finding, Severity, TraceLocation
 from tracelint.engine.location import event_identity
@@ -66,7 +68,7 @@ from tracelint.render._common import (
 )
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-SRCROOT = "%SRCROOT%"  # the uriBaseId of every relative artifact URI: the working directory tracelint ran in
+SRCROOT = "%SRCROOT%"  # the uriBaseId of every relative artifact URI: the source root (source_root)
 LEVEL = {Severity.INFO: "note", Severity.WARNING: "warning", Severity.ERROR: "error"}
 LEVELS = ("none", "note", "warning", "error")  # SARIF's levels, lowest first
 # GitHub's own severity vocabulary for non-security results (shown in the code scanning UI).
@@ -131,8 +133,9 @@ def document(result: RunResult) -> dict:
         }},
         "invocations": [_invocation(result.errors)],
         "results": [_result(f, index[f.code], fp) for f, fp in zip(result.findings, fingerprints, strict=True)],
-        "originalUriBaseIds": {SRCROOT: {"uri": _directory_uri(os.getcwd()),
-                                         "description": {"text": "The working directory tracelint ran in."}}},
+        "originalUriBaseIds": {SRCROOT: {"uri": _directory_uri(str(source_root())), "description": {
+            "text": "The repository tracelint ran in (the nearest folder with .git at or above the working "
+                    "directory), else the working directory."}}},
         "columnKind": "unicodeCodePoints",
         "properties": {"traces": [trace_summary_dict(s) for s in result.traces]},
     }
@@ -211,10 +214,41 @@ def _physical(at: Anchor) -> dict:
 
 
 def artifact_location(path: str) -> dict:
-    """``{"uri": "src/train.py", "uriBaseId": "%SRCROOT%"}`` for a path inside the working directory (GitHub
-    resolves it against the checkout); ``{"uri": "file:///elsewhere/x.py"}`` for one outside it."""
-    uri = artifact_uri(path)
+    """``{"uri": "src/train.py", "uriBaseId": "%SRCROOT%"}`` for a path inside the source root (GitHub resolves it
+    against the checkout); ``{"uri": "file:///elsewhere/x.py"}`` for one outside it."""
+    uri = artifact_uri(root_path(path))
     return {"uri": uri} if uri.startswith("file:") else {"uri": uri, "uriBaseId": SRCROOT}
+
+
+def source_root() -> Path:
+    """The folder %SRCROOT% stands for: the nearest at or above the working directory that holds ``.git`` (a
+    folder, or a file in a worktree or submodule), else the working directory. Looked up once per working
+    directory in a process."""
+    return _source_root(os.getcwd())
+
+
+@lru_cache(maxsize=8)
+def _source_root(cwd: str) -> Path:
+    here = Path(cwd)
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return here
+
+
+def root_path(path: str) -> str:
+    """``path`` (as a finding names it: relative to the working directory, or absolute) relative to the source
+    root with forward slashes when it lies inside it; else absolute."""
+    return _root_path(path, os.getcwd())
+
+
+@lru_cache(maxsize=4096)
+def _root_path(path: str, cwd: str) -> str:
+    absolute = Path(os.path.normpath(os.path.join(cwd, path)))
+    try:
+        return absolute.relative_to(_source_root(cwd)).as_posix()
+    except ValueError:
+        return absolute.as_posix()
 
 
 def _directory_uri(path: str) -> str:
@@ -250,7 +284,7 @@ def _place(finding: Finding, lines: SourceLines) -> tuple[str, str]:
     if src is None:
         return "", event_identity(finding.location) if isinstance(finding.location, TraceLocation) else ""
     text = lines.line(src.path, src.line, src.cell) if src.cell is not None or is_line(src.line) else None
-    return report_path(src.path), " ".join(text.split()) if text is not None else f"line {src.line}"
+    return root_path(src.path), " ".join(text.split()) if text is not None else f"line {src.line}"
 
 
 @lru_cache(maxsize=4096)
@@ -268,7 +302,7 @@ def artifact_uri(path: str) -> str:
 def _invocation(errors: list[InputError]) -> dict:
     notes = []
     for error in errors:
-        location: dict = {"artifactLocation": artifact_location(report_path(error.path))}
+        location: dict = {"artifactLocation": artifact_location(error.path)}
         if error.line and is_line(error.line) and error.line >= 1:
             location["region"] = {"startLine": error.line}
         notes.append({"level": "error", "message": {"text": terminal(error.message)},
