@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jsonschema
 
-from tracelint.engine import Finding, RunResult, Severity, SourceLocation, TraceLocation
+from tracelint.engine import Finding, RunResult, Severity, SourceLocation, TraceLocation, display
 from tracelint.render import render
 from tracelint.render import sarif as sarif_format
 
@@ -154,19 +154,25 @@ def test_a_run_from_a_subfolder_names_files_from_the_repository_root(tmp_path, m
     assert [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in run["results"]] == \
         [{"uri": "ml/train.py", "uriBaseId": "%SRCROOT%"}]
     assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == repo.as_uri() + "/"
+    # GitLab's location.path and GitHub's annotation file name the file from the repository root too
+    for fmt, where in (("gitlab", lambda out: json.loads(out)[0]["location"]["path"]),
+                       ("github", lambda out: out.split("file=")[1].split(",")[0])):
+        proc = subprocess.run([sys.executable, "-m", "tracelint", "check", "--format", fmt, "."], cwd=repo / "ml",
+                              capture_output=True, text=True, timeout=120)
+        assert where(proc.stdout) == "ml/train.py", (fmt, proc.stdout)
     # in-process, with a worktree's .git (a file), a path above the repository, and no repository at all
     (repo / ".git").rmdir()
     (repo / ".git").write_text("gitdir: /elsewhere/.git/worktrees/repo\n")
     monkeypatch.chdir(repo / "ml")
-    sarif_format._source_root.cache_clear()
+    display._source_root.cache_clear()
     above = Finding("TL101", Severity.WARNING, "m", SourceLocation("../../other.py", 1, 1))
     here = Finding("TL101", Severity.WARNING, "m", SourceLocation("train.py", 3, 11))
     uris = [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
             for r in _sarif(RunResult(findings=[here, above]))["runs"][0]["results"]]
     assert uris == ["ml/train.py", (tmp_path / "other.py").as_uri()]
     (repo / ".git").unlink()
-    sarif_format._source_root.cache_clear()  # looked up once per working directory in a process
-    sarif_format._root_path.cache_clear()
+    display._source_root.cache_clear()  # looked up once per working directory in a process
+    display._repo_path.cache_clear()
     log = _sarif(RunResult(findings=[here]))
     assert log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "train.py"
     assert log["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"] == (repo / "ml").as_uri() + "/"

@@ -96,7 +96,8 @@ def cut(text: str, width: int) -> str:
 
 
 def report_path(path: str) -> str:
-    """A path as CI reports want it: forward slashes, relative to the working directory when inside it."""
+    """A path as people read it in a report: forward slashes, relative to the working directory when inside it (CI
+    formats name files from the repository root: repo_path)."""
     return _report_path(path, os.getcwd())
 
 
@@ -109,6 +110,39 @@ def _report_path(path: str, cwd: str) -> str:
         except ValueError:
             return p.as_posix()
     return os.path.normpath(str(p)).replace("\\", "/")
+
+
+def source_root() -> Path:
+    """The folder CI formats name files from (SARIF's %SRCROOT%, GitLab's ``location.path``, GitHub annotations'
+    ``file``): the repository tracelint runs in, the nearest folder at or above the working directory that holds
+    ``.git`` (a folder, or a file in a worktree or submodule), else the working directory. Looked up once per working
+    directory in a process."""
+    return _source_root(os.getcwd())
+
+
+@lru_cache(maxsize=8)
+def _source_root(cwd: str) -> Path:
+    here = Path(cwd)
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return here
+
+
+def repo_path(path: str) -> str:
+    """``path`` (as a finding names it: relative to the working directory, or absolute) as CI formats name it:
+    relative to source_root() with forward slashes when it lies inside it (a run from a subfolder, ``cd ml &&
+    tracelint check .``, still says ``ml/train.py``, as the checkout has it); else absolute."""
+    return _repo_path(path, os.getcwd())
+
+
+@lru_cache(maxsize=4096)  # reports name the same few files many times
+def _repo_path(path: str, cwd: str) -> str:
+    absolute = Path(os.path.normpath(os.path.join(cwd, path)))
+    try:
+        return absolute.relative_to(_source_root(cwd)).as_posix()
+    except ValueError:
+        return absolute.as_posix()
 
 
 class Paint:

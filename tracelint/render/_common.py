@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from tracelint.engine.display import report_path, verification_words
+from tracelint.engine.display import repo_path, verification_words
 from tracelint.engine.escape import MAX_SAFE_INT, json_safe, json_text
 from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
 from tracelint.engine.location import trace_words
@@ -63,29 +63,30 @@ class Anchor:
 
 def anchor(finding: Finding) -> Anchor:
     """A source finding at its span; a trace finding at the source line its stack gives, else at line 1 of the
-    trace file (annotation formats reject a result without a file and line)."""
+    trace file (annotation formats reject a result without a file and line). The path as CI formats name it
+    (repo_path: from the repository root)."""
     where = trace_words(finding.location) if isinstance(finding.location, TraceLocation) else ""
     src = finding.source
     if src is None:
-        return Anchor(report_path(finding.path), 1, where=where)
+        return Anchor(repo_path(finding.path), 1, where=where)
     if src.cell is not None:
         # A notebook line counts within its cell, not within the .ipynb file: pin the file, say the cell in words.
         cell = f"cell {src.cell}, line {src.line}"
-        return Anchor(report_path(src.path), 1, where=f"{cell}; {where}" if where else cell)
+        return Anchor(repo_path(src.path), 1, where=f"{cell}; {where}" if where else cell)
     if not is_line(src.line):  # a trace's stack can say anything: a line no file has is no place to pin
-        return Anchor(report_path(src.path), 1, where=where)
+        return Anchor(repo_path(src.path), 1, where=where)
     line = max(src.line, 1)
     if isinstance(finding.location, SourceLocation):
         if not (is_line(src.column) and is_line(src.end_line or 1) and is_line(src.end_column or 1)):
-            return Anchor(report_path(src.path), line, where=where)
+            return Anchor(repo_path(src.path), line, where=where)
         column = src.column
         end_line = max(src.end_line or line, line)
         end_column = src.end_column
         if end_column is not None and end_line == line and end_column < column:
             end_column = column
-        return Anchor(report_path(src.path), line, column, end_line, end_column, where)
+        return Anchor(repo_path(src.path), line, column, end_line, end_column, where)
     # A trace stack gives a line only (its column is None).
-    return Anchor(report_path(src.path), line, where=where)
+    return Anchor(repo_path(src.path), line, where=where)
 
 
 def is_line(n: object) -> bool:

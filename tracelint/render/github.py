@@ -6,14 +6,15 @@ escapes them (``%`` → ``%25``, CR → ``%0D``, LF → ``%0A``; in properties a
 so a message cannot end the command early or inject another; other control characters (ANSI escapes, NUL, DEL,
 C1), bidi controls and a file name's undecodable bytes are shown as escapes first (``\\x1b``, ``\\u202e``,
 ``\\xff``: tracelint.engine.escape.terminal), as in the text format. A trace finding is annotated at its source
-line when the trace's Python stack gives one, else at the trace file. Each trace's verdict becomes a notice and each
-unreadable input an error, so that a CI log shows them where people look. A finding ``tracelint verify`` measured
-says so in its message: ``...; verify: confirmed, 1.43× (10.10 → 7.05 ms/step)``.
+line when the trace's Python stack gives one, else at the trace file. Files are named from the repository root
+(engine.display.repo_path), as GitHub matches annotations to the checkout's files. Each trace's verdict becomes a
+notice and each unreadable input an error, so that a CI log shows them where people look. A finding ``tracelint
+verify`` measured says so in its message: ``...; verify: confirmed, 1.43× (10.10 → 7.05 ms/step)``.
 """
 from __future__ import annotations
 
 from tracelint.engine.catalog import rule_name
-from tracelint.engine.display import report_path
+from tracelint.engine.display import repo_path
 from tracelint.engine.escape import terminal
 from tracelint.engine.finding import Finding, Severity
 from tracelint.engine.result import RunResult
@@ -56,9 +57,9 @@ def render(result: RunResult) -> str:
     lines = [annotation(f) for f in result.findings]
     for summary in result.traces:
         rank = f" (rank {summary.rank})" if summary.rank is not None else ""
-        lines.append(command("notice", verdict_line(summary), file=report_path(summary.path),
+        lines.append(command("notice", verdict_line(summary), file=repo_path(summary.path),
                              title=f"tracelint verdict{rank}"))
     for error in result.errors:
-        lines.append(command("error", error.message, file=report_path(error.path), line=error.line,
+        lines.append(command("error", error.message, file=repo_path(error.path), line=error.line,
                              title="tracelint: unreadable input"))
     return "".join(line + "\n" for line in lines)

@@ -2,8 +2,9 @@
 
 A JSON array of issues with the fields GitLab requires: ``description``, ``check_name``, ``fingerprint`` (unique
 per issue: GitLab shows only the first of equal fingerprints), ``severity`` (info | minor | major | critical |
-blocker) and ``location.path`` with ``location.lines.begin``. Paths are relative to the working directory (run it
-from the repository root). A trace finding sits at its source line when the trace's stack gives one, else at
+blocker) and ``location.path`` with ``location.lines.begin``. Paths are relative to the repository root (the
+nearest folder with ``.git`` at or above the working directory, else the working directory:
+engine.display.repo_path). A trace finding sits at its source line when the trace's stack gives one, else at
 line 1 of the trace file. Unreadable inputs have no place in this format; the CLI reports them on stderr. A finding
 ``tracelint verify`` measured carries the measurement in its description (``...; verify: confirmed, 1.43× ...``).
 The description, which GitLab shows to people, has its control characters, ANSI escapes and bidi controls shown as

@@ -44,13 +44,13 @@ tracelint.engine.escape).
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import quote
 
 from tracelint.engine.catalog import RuleDoc, catalog
+from tracelint.engine.display import repo_path, source_root
 from tracelint.engine.escape import terminal, utf8_bytes, valid_unicode
 from tracelint.engine.finding import Finding, Severity, TraceLocation
 from tracelint.engine.location import event_identity
@@ -214,41 +214,10 @@ def _physical(at: Anchor) -> dict:
 
 
 def artifact_location(path: str) -> dict:
-    """``{"uri": "src/train.py", "uriBaseId": "%SRCROOT%"}`` for a path inside the source root (GitHub resolves it
-    against the checkout); ``{"uri": "file:///elsewhere/x.py"}`` for one outside it."""
-    uri = artifact_uri(root_path(path))
+    """``{"uri": "src/train.py", "uriBaseId": "%SRCROOT%"}`` for a path relative to the source root (repo_path:
+    GitHub resolves it against the checkout); ``{"uri": "file:///elsewhere/x.py"}`` for one outside it."""
+    uri = artifact_uri(path)
     return {"uri": uri} if uri.startswith("file:") else {"uri": uri, "uriBaseId": SRCROOT}
-
-
-def source_root() -> Path:
-    """The folder %SRCROOT% stands for: the nearest at or above the working directory that holds ``.git`` (a
-    folder, or a file in a worktree or submodule), else the working directory. Looked up once per working
-    directory in a process."""
-    return _source_root(os.getcwd())
-
-
-@lru_cache(maxsize=8)
-def _source_root(cwd: str) -> Path:
-    here = Path(cwd)
-    for folder in (here, *here.parents):
-        if (folder / ".git").exists():
-            return folder
-    return here
-
-
-def root_path(path: str) -> str:
-    """``path`` (as a finding names it: relative to the working directory, or absolute) relative to the source
-    root with forward slashes when it lies inside it; else absolute."""
-    return _root_path(path, os.getcwd())
-
-
-@lru_cache(maxsize=4096)
-def _root_path(path: str, cwd: str) -> str:
-    absolute = Path(os.path.normpath(os.path.join(cwd, path)))
-    try:
-        return absolute.relative_to(_source_root(cwd)).as_posix()
-    except ValueError:
-        return absolute.as_posix()
 
 
 def _directory_uri(path: str) -> str:
@@ -284,7 +253,7 @@ def _place(finding: Finding, lines: SourceLines) -> tuple[str, str]:
     if src is None:
         return "", event_identity(finding.location) if isinstance(finding.location, TraceLocation) else ""
     text = lines.line(src.path, src.line, src.cell) if src.cell is not None or is_line(src.line) else None
-    return root_path(src.path), " ".join(text.split()) if text is not None else f"line {src.line}"
+    return repo_path(src.path), " ".join(text.split()) if text is not None else f"line {src.line}"
 
 
 @lru_cache(maxsize=4096)
@@ -302,7 +271,7 @@ def artifact_uri(path: str) -> str:
 def _invocation(errors: list[InputError]) -> dict:
     notes = []
     for error in errors:
-        location: dict = {"artifactLocation": artifact_location(error.path)}
+        location: dict = {"artifactLocation": artifact_location(repo_path(error.path))}
         if error.line and is_line(error.line) and error.line >= 1:
             location["region"] = {"startLine": error.line}
         notes.append({"level": "error", "message": {"text": terminal(error.message)},
