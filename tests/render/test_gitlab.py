@@ -75,3 +75,25 @@ def test_trace_fingerprints_survive_the_trace_files_new_name(fixture_traces, tmp
             out[fmt] = sorted(f["fingerprint"] for f in (doc if fmt == "gitlab" else doc["findings"]))
         prints[run] = out
     assert prints["run-1"] == prints["run-2"] and len(prints["run-1"]["gitlab"]) >= 1
+
+
+def test_source_fingerprints_do_not_depend_on_how_the_file_was_named(repo, tmp_path):
+    # The same file given as src/train.py from the repository root, as ./src/train.py, by its absolute path, or as
+    # train.py from src/: one fingerprint per finding (GitLab compares them between pipelines).
+    import shutil
+    import subprocess
+    import sys
+
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / "src").mkdir()
+    shutil.copy(repo / "fixtures" / "examples" / "train.py", project / "src" / "train.py")
+    seen = []
+    for cwd, name in ((project, "src/train.py"), (project, "./src/train.py"),
+                      (project, str(project / "src" / "train.py")), (project / "src", "train.py")):
+        proc = subprocess.run([sys.executable, "-m", "tracelint", "check", "--format", "gitlab", name], cwd=cwd,
+                              capture_output=True, text=True, timeout=120)
+        issues = json.loads(proc.stdout)
+        assert {i["location"]["path"] for i in issues} == {"src/train.py"}, (cwd, name)
+        seen.append(sorted(i["fingerprint"] for i in issues))
+    assert len(seen[0]) >= 2 and all(s == seen[0] for s in seen)

@@ -5,7 +5,7 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from tracelint.engine.display import Paint, format_metric, verification_words
+from tracelint.engine.display import Paint, format_metric, repo_path, verification_words
 from tracelint.engine.escape import map_strings, no_commands, terminal
 from tracelint.engine.location import (
     Location,
@@ -66,18 +66,19 @@ class Finding:
         return loc if isinstance(loc, SourceLocation) else loc.source
 
     def fingerprint(self) -> str:
-        """Stable across runs and line moves: code, path and message (not the line number) for a source finding;
-        for a trace finding, whose message carries measured numbers that change from run to run, code, the source
-        line it points at and the event as baselines know it (location.event_identity: step numbers as N, a job
-        finding's rank), not the trace file, whose name (a host and a time, for rank traces) is new every run. A
-        file name's undecodable bytes (lone surrogates) are hashed as their ``\\udcff`` escapes, which keeps names
-        that differ only in such bytes apart."""
+        """Stable across runs and line moves. A source finding: code, path (as CI formats name it, from the
+        repository root: the same whether tracelint was given ``src/x.py``, ``./src/x.py`` or an absolute path, or
+        ran in ``src/``) and message, not the line number. A trace finding, whose message carries measured numbers
+        that change from run to run: code, the source line it points at and the event as baselines know it
+        (location.event_identity: step numbers as N, a job finding's rank), not the trace file, whose name (a host
+        and a time, for rank traces) is new every run. A file name's undecodable bytes (lone surrogates) are hashed
+        as their ``\\udcff`` escapes, which keeps names that differ only in such bytes apart."""
         loc = self.location
         if isinstance(loc, TraceLocation):
             where = f"{loc.source.path}:{loc.source.line}" if loc.source else ""
             text = f"{self.code}\0{where}\0{event_identity(loc)}"
         else:
-            text = f"{self.code}\0{self.path}\0{self.message}"
+            text = f"{self.code}\0{repo_path(self.path)}\0{self.message}"
         return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16]
 
     def __str__(self) -> str:
