@@ -97,3 +97,20 @@ def test_source_fingerprints_do_not_depend_on_how_the_file_was_named(repo, tmp_p
         assert {i["location"]["path"] for i in issues} == {"src/train.py"}, (cwd, name)
         seen.append(sorted(i["fingerprint"] for i in issues))
     assert len(seen[0]) >= 2 and all(s == seen[0] for s in seen)
+
+
+def test_a_finding_keeps_its_fingerprint_when_its_callers_line_moves(tmp_path):
+    # The message names the caller's line ("`log()` (called at line 8)"); a line added above moves it.
+    import subprocess
+    import sys
+
+    code = "import torch\n\ndef log(loss):\n    print(loss.item())\n\nfor b in loader:\n    log(model(b.cuda()))\n"
+    prints = []
+    for text in (code, "# a line above\n" + code):
+        (tmp_path / "t.py").write_text(text)
+        proc = subprocess.run([sys.executable, "-m", "tracelint", "check", "--format", "gitlab", "t.py"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        (issue,) = json.loads(proc.stdout)
+        assert "called at line" in issue["description"]
+        prints.append(issue["fingerprint"])
+    assert prints[0] == prints[1]

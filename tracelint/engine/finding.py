@@ -11,6 +11,7 @@ from tracelint.engine.location import (
     Location,
     SourceLocation,
     TraceLocation,
+    digits_as_n,
     event_identity,
     trace_context,
     trace_words,
@@ -68,17 +69,18 @@ class Finding:
     def fingerprint(self) -> str:
         """Stable across runs and line moves. A source finding: code, path (as CI formats name it, from the
         repository root: the same whether tracelint was given ``src/x.py``, ``./src/x.py`` or an absolute path, or
-        ran in ``src/``) and message, not the line number. A trace finding, whose message carries measured numbers
-        that change from run to run: code, the source line it points at and the event as baselines know it
-        (location.event_identity: step numbers as N, a job finding's rank), not the trace file, whose name (a host
-        and a time, for rank traces) is new every run. A file name's undecodable bytes (lone surrogates) are hashed
-        as their ``\\udcff`` escapes, which keeps names that differ only in such bytes apart."""
+        ran in ``src/``) and message with its digits as N (it may name a caller's line), not the line number. A trace
+        finding, whose message carries measured numbers that change from run to run: code, the source line it
+        points at and the event as baselines know it (location.event_identity: step numbers as N, a job finding's
+        rank), not the trace file, whose name (a host and a time, for rank traces) is new every run. A file name's
+        undecodable bytes (lone surrogates) are hashed as their ``\\udcff`` escapes, which keeps names that differ
+        only in such bytes apart."""
         loc = self.location
         if isinstance(loc, TraceLocation):
             where = f"{loc.source.path}:{loc.source.line}" if loc.source else ""
             text = f"{self.code}\0{where}\0{event_identity(loc)}"
         else:
-            text = f"{self.code}\0{repo_path(self.path)}\0{self.message}"
+            text = f"{self.code}\0{repo_path(self.path)}\0{digits_as_n(self.message)}"
         return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16]
 
     def __str__(self) -> str:

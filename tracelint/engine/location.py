@@ -60,6 +60,12 @@ _DIGITS = re.compile(r"\d+")
 _TRACE_FILE = re.compile(r"\.json(\.gz)?$")
 
 
+def digits_as_n(text: str) -> str:
+    """``text`` with each run of digits written ``N``: what stays of it from run to run (a step number, the line of
+    a caller that moved)."""
+    return _DIGITS.sub("N", text)
+
+
 def event_identity(loc: TraceLocation) -> str:
     """What a trace finding without a Python stack is across runs (baselines, SARIF fingerprints): its event or
     kernel name with digit runs as ``N`` (``ProfilerStep#N``); a job finding, whose event names its rank's trace
@@ -67,4 +73,4 @@ def event_identity(loc: TraceLocation) -> str:
     event = loc.event or ""
     if _TRACE_FILE.search(event):
         return f"rank {loc.rank}" if loc.rank is not None else "job"
-    return _DIGITS.sub("N", event)
+    return digits_as_n(event)
