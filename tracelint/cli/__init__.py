@@ -277,10 +277,10 @@ def _check_adoption_options(paths, baseline_path, write_baseline, add_noqa, fixi
 
 def _read_baseline(path: Path):
     """The baseline at ``path``; a broken one is one error line naming it, exit 2."""
-    from tracelint.engine.baseline import BaselineError, read_baseline
+    from tracelint.engine.baseline import BaselineError, read_baseline_once
 
     try:
-        return read_baseline(path)
+        return read_baseline_once(path)  # the linter's --fix asks for it again in this process: read once
     except BaselineError as exc:
         say(f"error: {exc}")
         sys.exit(EXIT_ERROR)

@@ -75,6 +75,10 @@ class Entry:
 class Baseline:
     path: Path
     entries: tuple[Entry, ...]
+    keys: frozenset = field(init=False, repr=False, compare=False)  # the entries' keys: what a finding matches
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", frozenset(e.key for e in self.entries))
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +178,7 @@ def apply(findings: list[Finding], baseline: Baseline, in_scope: Callable[[Entry
     """The findings not in ``baseline``; its entries for which ``in_scope`` holds (their file was checked, their
     rule enabled) and that no finding matched are stale."""
     base = baseline.path.parent
-    known = {e.key for e in baseline.entries}
+    known = baseline.keys
     entries = entries_of(findings, base, lines)
     kept = [f for f, e in zip(findings, entries, strict=True) if e.key not in known]
     matched = {e.key for e in entries}
@@ -184,8 +188,7 @@ def apply(findings: list[Finding], baseline: Baseline, in_scope: Callable[[Entry
 
 def held(findings: list[Finding], baseline: Baseline, lines: SourceLines | None = None) -> list[bool]:
     """Whether ``baseline`` holds each of ``findings`` (what ``--fix`` leaves alone, as it leaves a noqa line)."""
-    kept = {id(f) for f in apply(findings, baseline, lambda _entry: False, lines).kept}
-    return [id(f) not in kept for f in findings]
+    return [e.key in baseline.keys for e in entries_of(findings, baseline.path.parent, lines)]
 
 
 def merged(old: Baseline | None, new: Iterable[Entry], in_scope: Callable[[Entry], bool]) -> list[Entry]:
