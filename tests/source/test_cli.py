@@ -1,6 +1,7 @@
 """End to end through `python -m tracelint check`: exit codes, output streams, --fix."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,15 @@ def test_rule_command_prints_the_catalog_file(repo, tmp_path):
     out = tracelint("rule", "TL201", cwd=tmp_path)
     assert out.returncode == 0
     assert out.stdout.rstrip() == next((repo / "rules").glob("TL201-*.md")).read_text().rstrip()
+
+
+def test_a_lone_file_that_does_not_parse_fails_the_run(tmp_path):
+    # Issue #34: `tracelint s.py` said 'All checks passed.' and exited 0 (a pre-commit run with that file staged).
+    (tmp_path / "s.py").write_text("import torch\ndef f(:\n  pass\n")
+    text = tracelint("s.py", cwd=tmp_path)
+    assert text.returncode == 2 and "All checks passed" not in text.stdout
+    assert text.stderr.strip().splitlines() == ["error: s.py:2: syntax error: invalid syntax"]
+    as_json = tracelint("--format", "json", "s.py", cwd=tmp_path)
+    assert as_json.returncode == 2
+    assert json.loads(as_json.stdout)["errors"] == [{"path": "s.py", "message": "syntax error: invalid syntax",
+                                                     "line": 2}]

@@ -100,16 +100,54 @@ def test_syntax_error_among_good_files(tmp_path):
     assert [name for name, _, _ in findings(items)] == ["a.py", "c.py"]
 
 
-def test_file_without_any_trigger_is_not_parsed(tmp_path):
-    # The prefilter: a file that mentions none of the rules' trigger words is not parsed, so its syntax is not
-    # checked either (tracelint is not a syntax checker).
-    (tmp_path / "a.py").write_text("import torch\ndef f(:\n")
-    assert [type(i).__name__ for i in run([tmp_path], Config(select=("TL2",)))] == ["FileChecked"]
+BROKEN = "import torch\ndef f(:\n  pass\n"  # issue #34: alone, this file once passed ('All checks passed.')
+
+
+@pytest.mark.parametrize("text, config", [
+    (BROKEN, Config()),  # no site any rule reports on: the screen's fast path
+    (BROKEN, Config(select=("TL2",))),  # no enabled rule wants the file
+    ("def f(:\n  pass\n", Config()),  # does not mention torch
+    ("import torch\nfor b in loader:\n    loss = model(b)\n    print(loss.item()\n", Config()),  # a site, then
+])
+def test_a_file_that_does_not_parse_is_an_error_alone_or_among_others(tmp_path, text, config):
+    # A pre-commit run with only that file staged must not let it through: the same error on every path.
+    (tmp_path / "s.py").write_text(text)
+    alone = run([tmp_path / "s.py"], config)
+    (tmp_path / "ok.py").write_text(BAD)
+    among = run([tmp_path], config)
+    for items in (alone, among):
+        errors = [i for i in items if isinstance(i, InputError)]
+        assert [(Path(e.path).name, e.message.split(":")[0]) for e in errors] == [("s.py", "syntax error")]
+        with pytest.raises(SyntaxError) as python:
+            compile(text, "s.py", "exec")
+        assert errors[0].line == python.value.lineno
+
+
+def test_a_file_that_does_not_parse_is_an_error_in_worker_processes(tmp_path, monkeypatch):
+    import tracelint.source as source
+
+    monkeypatch.setattr(source, "PARALLEL_MIN_FILES", 2)
+    for n in range(4):
+        (tmp_path / f"ok{n}.py").write_text("x = 1\n")
+    (tmp_path / "s.py").write_text(BROKEN)
+    errors = [i for i in run([tmp_path]) if isinstance(i, InputError)]
+    assert [(Path(e.path).name, e.line) for e in errors] == [("s.py", 2)]
+
+
+def test_a_notebook_cell_that_does_not_parse_is_an_error(tmp_path):
+    cells = [{"cell_type": "code", "source": ["import torch\n"], "metadata": {}, "outputs": [],
+              "execution_count": None},
+             {"cell_type": "code", "source": ["def f(:\n", "  pass\n"], "metadata": {}, "outputs": [],
+              "execution_count": None}]
+    (tmp_path / "n.ipynb").write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
+                                                  "nbformat_minor": 5}))
+    errors = [i for i in run([tmp_path / "n.ipynb"]) if isinstance(i, InputError)]
+    assert [(e.message, e.line) for e in errors] == [("cell 2: syntax error: invalid syntax", 1)]
 
 
 def test_empty_file_and_file_without_torch(tmp_path):
     (tmp_path / "empty.py").write_bytes(b"")
-    (tmp_path / "plain.py").write_text("def f(:\n")  # never parsed: it does not mention torch
+    (tmp_path / "plain.py").write_text("def f(x):\n    return x\n")  # not parsed by libcst: no torch in it
     items = run([tmp_path])
     assert [type(i).__name__ for i in items] == ["FileChecked", "FileChecked"]
 
@@ -125,10 +163,20 @@ def test_utf8_bom_and_crlf(tmp_path):
     assert findings(run([tmp_path / "a.py"])) == [("a.py", "TL202", 3)]
 
 
-def test_undecodable_file_is_input_error(tmp_path):
-    (tmp_path / "a.py").write_bytes(b"import torch\nx = '\xff\xfe'\n")
-    items = run([tmp_path / "a.py"])
-    assert len([i for i in items if isinstance(i, InputError)]) == 1
+@pytest.mark.parametrize("data, expected", [
+    (b"import torch\nx = '\xff\xfe'\n",
+     ("cannot decode as utf-8 (byte 0xff in column 6) and no coding declaration names another encoding", 2)),
+    # not UTF-8 in the first two lines: tokenize says 'invalid or missing encoding declaration', which hides where
+    (b"x = '\xe9'\nimport torch\n",
+     ("cannot decode as utf-8 (byte 0xe9 in column 6) and no coding declaration names another encoding", 1)),
+    (b"# coding: ascii\nimport torch\nx = '\xe9'\n", ("cannot decode as ascii (byte 0xe9 in column 6)", 3)),
+    (b"\x7fELF\x02\x01\x01\x00\x03\x00\xb7\x00torch", ("a binary file, not Python source (it holds NUL bytes)", None)),
+    (b"\x1f\x8b\x08\x00torch\x00", ("a binary file, not Python source (it holds NUL bytes)", None)),
+])
+def test_a_file_that_cannot_be_decoded_is_one_error_saying_where(tmp_path, data, expected):
+    (tmp_path / "a.py").write_bytes(data)
+    errors = [i for i in run([tmp_path / "a.py"]) if isinstance(i, InputError)]
+    assert [(e.message, e.line) for e in errors] == [expected]
 
 
 def notebook(cells: list[tuple[str, str]], language: str = "python") -> str:

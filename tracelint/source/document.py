@@ -60,17 +60,31 @@ class PythonDocument:
 def read_python(path: Path, data: bytes) -> PythonDocument:
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise DocumentError("UTF-16 text: Python source must be UTF-8 or declare an ASCII-compatible encoding")
+    declared = _COOKIE.search(b"\n".join(data.removeprefix(b"\xef\xbb\xbf").splitlines()[:2])) is not None
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as exc:  # an unknown coding cookie, or one that contradicts a BOM
-        raise DocumentError(f"cannot tell the encoding: {' '.join(str(exc).split())}") from None
+    except SyntaxError as exc:  # an unknown coding cookie, one that contradicts a BOM, or no cookie and not UTF-8
+        if declared:
+            raise DocumentError(f"cannot tell the encoding: {' '.join(str(exc).split())}") from None
+        encoding = "utf-8"  # without a cookie Python reads UTF-8: say where it breaks, not that a cookie is missing
     try:
         # bytes.decode keeps \r\n, so fixed files keep their line endings; "utf-8-sig" drops and restores a BOM.
         text = data.decode(encoding)
     except (UnicodeError, LookupError) as exc:  # UnicodeError: the "undefined" codec raises the base class
-        reason = exc.reason if isinstance(exc, UnicodeDecodeError) else " ".join(str(exc).split())
-        raise DocumentError(f"cannot decode as {encoding}: {reason}") from None
+        if b"\0" in data[:8192]:  # what git and grep call binary (a NUL alone, in a literal, libcst can still read)
+            raise DocumentError("a binary file, not Python source (it holds NUL bytes)") from None
+        if not isinstance(exc, UnicodeDecodeError):
+            raise DocumentError(f"cannot decode as {encoding}: {' '.join(str(exc).split())}") from None
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        hint = "" if declared or data.startswith(b"\xef\xbb\xbf") else \
+            " and no coding declaration names another encoding"
+        raise DocumentError(f"cannot decode as {encoding} (byte 0x{data[exc.start]:02x} in column {column})"
+                            f"{hint}", line) from None
     return PythonDocument(path, text, encoding)
+
+
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.MULTILINE)  # PEP 263, as tokenize looks for it
 
 
 def split_lines(text: str) -> list[str]:

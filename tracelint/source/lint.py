@@ -39,7 +39,16 @@ from tracelint.source.document import DocumentError, NotebookDocument, PythonDoc
 from tracelint.source.fix import NotWritten, choose_fixes, write_atomic
 from tracelint.source.limits import calm, hazard
 from tracelint.source.runcalls import Entry, RunCalls, import_targets
-from tracelint.source.screen import PROJECT_CALL, SYNC_KINDS, Look, examine, may_report, parse_quietly, sites
+from tracelint.source.screen import (
+    PROJECT_CALL,
+    SYNC_KINDS,
+    Look,
+    examine,
+    may_report,
+    parse_quietly,
+    parses,
+    sites,
+)
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -119,8 +128,8 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     pinned = run.pinned if run is not None else {}
     active = [cls for cls in rules if (cls.wanted(doc.text) or pinned and cls.follows_pinned_loaders)
               and may_report(cls.code, found)]
-    if not active and run is None:
-        return []
+    if not active and run is None and look is not None and look.sites is not None:
+        return []  # Python's parser took the file (else libcst must judge it: a syntax error is reported)
     from tracelint.source.context import FileContext
     from tracelint.source.rule import run_rules
 
@@ -230,8 +239,9 @@ def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_f
         doc = read_document(path)
     except DocumentError as exc:
         return [InputError(display, exc.message, exc.line)], None
-    # Files that never mention torch cannot hold a torch anti-pattern: skip before parsing.
-    if "torch" not in doc.text:
+    # Files that never mention torch cannot hold a torch anti-pattern: skip before the screen and libcst, once
+    # Python's parser has taken them (a file that does not parse is an error on every path: issue #34).
+    if "torch" not in doc.text and parses(doc.text):
         return [FileChecked(display)], None
     look = examine(doc.text)
     if look.too_complex:

@@ -125,6 +125,17 @@ def parse_quietly(text: str) -> ast.Module:
         return ast.parse(text)
 
 
+def parses(text: str) -> bool:
+    """Whether Python's own parser takes ``text`` (too deep for it counts as taken: libcst and the limits judge)."""
+    try:
+        parse_quietly(text)
+    except (SyntaxError, ValueError, OverflowError):
+        return False
+    except (RecursionError, MemoryError):
+        return True
+    return True
+
+
 def examine(text: str) -> Look:
     """``ast.parse`` and the screen: CPython's own parser (the one that imports the file) is safe on any text, with
     its own limits (200 nested brackets, 100 indentation levels, a guard against deep recursion)."""
