@@ -75,6 +75,33 @@ def test_device_evidence_lets_the_syncs_through(setup):
     assert lint(setup + LOOP, header=TORCH) == [("TL101", setup.count("\n") + 4)]
 
 
+# A process or framework setup says nothing of the device where the file pins the CPU itself (issue #34: a gloo
+# job with ``device = torch.device("cpu")`` was told its ``loss.item()`` waits for the GPU).
+CPU_PIN = "device = torch.device('cpu')\nmodel = model.to(device)\n"
+
+
+@pytest.mark.parametrize("setup", [
+    "import torch.distributed as dist\ndist.init_process_group('gloo')\n",
+    "import torch.distributed as dist\ndist.init_process_group(backend='gloo')\n",
+    "from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model)\n",
+    "rank = int(os.environ['LOCAL_RANK'])\n",
+    "from accelerate import Accelerator\n",
+])
+def test_the_cpu_pinned_in_the_file_wins_over_a_distributed_setup(setup):
+    assert lint(setup + CPU_PIN + LOOP, header=TORCH) == []
+    assert lint(setup + LOOP, header=TORCH) == [("TL101", setup.count("\n") + 4)]  # unpinned: may be a GPU job
+
+
+@pytest.mark.parametrize("setup", [
+    "import torch.distributed as dist\ndist.init_process_group('nccl')\n",  # NCCL runs on GPUs only
+    "x = x.cuda()\n",
+    "loader = DataLoader(ds, pin_memory=True)\n",
+    "buf = torch.zeros(3, device='cuda')\n",
+])
+def test_an_accelerator_named_beside_a_cpu_pin_still_counts(setup):
+    assert lint(setup + CPU_PIN + LOOP, header=TORCH) == [("TL101", setup.count("\n") + 6)]
+
+
 def test_device_evidence_is_computed_once_per_file():
     ctx = parsed("import torch\nx = x.cuda()\n")
     f = facts(ctx)

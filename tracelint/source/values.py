@@ -26,6 +26,8 @@ from tracelint.source.vocab import DEVICE_NAMES as _DEVICE_NAMES
 from tracelint.source.vocab import DEVICE_SUBSTRINGS as _DEVICE_SUBSTRINGS
 from tracelint.source.vocab import HOST_ATTRS as _HOST_ATTRS
 from tracelint.source.vocab import HOST_METHODS as _HOST_METHODS
+from tracelint.source.vocab import PROCESS_MODULES as _PROCESS_MODULES
+from tracelint.source.vocab import PROCESS_SUBSTRINGS as _PROCESS_SUBSTRINGS
 from tracelint.source.vocab import STEP_HOOKS as _STEP_HOOKS
 
 
@@ -125,7 +127,9 @@ _MAX_DEPTH = 12
 # a framework's step hook (``def training_step``: the batch is on the trainer's device).
 _DEVICE_TEXT = re.compile(
     "|".join(map(re.escape, _DEVICE_SUBSTRINGS)) + r"|\b(?:" + "|".join(_DEVICE_NAMES) + r")\b"
-    r"|\b(?:non_blocking|pin_memory)\s*=\s*(?!false\b)|\bdef\s+(?:" + "|".join(sorted(_STEP_HOOKS)) + r")\b")
+    r"|\b(?:non_blocking|pin_memory)\s*=\s*(?!false\b)")
+_PROCESS_TEXT = re.compile(
+    "|".join(map(re.escape, _PROCESS_SUBSTRINGS)) + r"|\bdef\s+(?:" + "|".join(sorted(_STEP_HOOKS)) + r")\b")
 _TO_OR_DEVICE = re.compile(r"\.\s*to\s*\(|device")
 
 
@@ -514,49 +518,67 @@ class Values:
     # -- device evidence ------------------------------------------------------------------------------------
     def device_evidence(self) -> bool:
         """Whether the file puts work on an accelerator anywhere: text naming one (``.cuda()``, ``"cuda:0"``,
-        ``torch.cuda.is_available()``, ``args.gpu``, ``--no-cuda``, ``mps``/``xpu``, ``LOCAL_RANK``,
-        ``accelerator``, ``DistributedDataParallel``, ``cudnn``), ``non_blocking=`` / ``pin_memory=`` other than
-        False, a step hook (``def training_step``: the framework's device), an import of ``torch.cuda``,
-        ``torch.distributed``, accelerate, Lightning, DeepSpeed..., or ``.to(device)`` / ``.to(0)`` /
-        ``device=args.device``: a ``.to()`` argument or ``device=`` value that is neither the CPU, a dtype, nor a
-        name only ever bound to those; or a file of the run with such evidence calls this file's functions
-        (``FileContext.device_from_run``, runcalls.resolve). Computed once per file: a scan of the text, and a walk
-        of the module (which stops at the first piece of evidence) only for the ``.to()`` and ``device=`` arguments.
-        """
+        ``torch.cuda.is_available()``, ``args.gpu``, ``--no-cuda``, ``"nccl"``, ``mps``/``xpu``, ``cudnn``),
+        ``non_blocking=`` / ``pin_memory=`` other than False, an import of ``torch.cuda``, apex, torch_xla...,
+        or ``.to(device)`` / ``.to(0)`` / ``device=args.device``: a ``.to()`` argument or ``device=`` value that
+        is neither the CPU, a dtype, nor a name only ever bound to those; or a file of the run with such evidence
+        calls this file's functions (``FileContext.device_from_run``, runcalls.resolve). A process or framework
+        setup (``torch.distributed``, DDP, accelerate, Lightning, ``LOCAL_RANK``, a step hook ``def
+        training_step``) counts too, unless the file pins the CPU (a ``.to()`` or ``device=`` that names it) and
+        names no accelerator: gloo jobs run on the CPU. Computed once per file: a scan of the text, and a walk of
+        the module only for the ``.to()`` and ``device=`` arguments."""
         if self._device is None:
             self._device = bool(getattr(self.tree, "device_from_run", False)) or self._find_device()
         return self._device
 
     def _find_device(self) -> bool:
-        if any(_in_modules(q, _DEVICE_MODULES) for q in self.tree.imports.values()):
+        imports = self.tree.imports.values()
+        if any(_in_modules(q, _DEVICE_MODULES) for q in imports):
             return True
         text = self.tree.source.lower()
         if _DEVICE_TEXT.search(text):
             return True
+        process = any(_in_modules(q, _PROCESS_MODULES) for q in imports) or _PROCESS_TEXT.search(text) is not None
         if not _TO_OR_DEVICE.search(text):
-            return False
+            return process
         module = self.tree.module
+        pinned = False
         work: list[tuple[cst.CSTNode, cst.CSTNode]] = [(module, module)]
         while work:
             node, scope = work.pop()
-            if self._device_node(node, scope):
+            placed = self._device_node(node, scope)
+            if placed:
                 return True
+            pinned = pinned or placed is None
             if isinstance(node, (cst.FunctionDef, cst.Lambda)):
                 scope = node
             work.extend((kid, scope) for kid in iter_children(node))
-        return False
+        return process and not pinned
 
-    def _device_node(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
-        """A ``.to(X)`` or ``device=X`` where X may name an accelerator."""
+    def _device_node(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool | None:
+        """A ``.to(X)`` or ``device=X`` where X may name an accelerator: True; where X is the CPU: None."""
         cls = type(node)
-        if cls is cst.Arg:
-            return node.keyword is not None and node.keyword.value == "device" and \
-                self._may_be_device(node.value, scope, 0)
-        if cls is cst.Call:
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "to":
-                first = next((a.value for a in node.args if a.keyword is None), None)
-                return first is not None and self._may_be_device(first, scope, 0)
-        return False
+        if cls is cst.Arg and node.keyword is not None and node.keyword.value == "device":
+            where = node.value
+        elif cls is cst.Call and isinstance(node.func, cst.Attribute) and node.func.attr.value == "to":
+            where = next((a.value for a in node.args if a.keyword is None), None)
+        else:
+            return False
+        if where is None:
+            return False
+        if self._may_be_device(where, scope, 0):
+            return True
+        return None if self._names_cpu(where, scope, 0) else False
+
+    def _names_cpu(self, expr: cst.BaseExpression, scope: cst.CSTNode, depth: int) -> bool:
+        """``expr`` is the CPU: ``"cpu"``, ``torch.device("cpu")``, or a name only ever bound to those."""
+        if _is_cpu(expr, self.tree):
+            return True
+        if not isinstance(expr, cst.Name) or depth >= 4:
+            return False
+        found = self.bindings(scope).bindings.get(expr.value) or \
+            self.bindings(self.tree.module).bindings.get(expr.value, ())
+        return bool(found) and all(b.value is not None and self._names_cpu(b.value, scope, depth + 1) for b in found)
 
     def _may_be_device(self, expr: cst.BaseExpression, scope: cst.CSTNode, depth: int) -> bool:
         """``expr`` (a ``.to()`` argument or ``device=`` value) may name an accelerator: not the CPU, not a dtype,

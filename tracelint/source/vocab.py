@@ -30,14 +30,16 @@ EXTERNAL_MODULES = frozenset({
     "shutil", "copy", "pickle", "argparse", "datetime", "scipy", "sklearn", "pandas", "PIL", "cv2", "matplotlib",
 })
 # Device evidence (values.Values.device_evidence): importing one of these modules puts work on an accelerator.
-DEVICE_MODULES = (
-    "torch.cuda", "torch.distributed", "torch.nn.parallel", "torch.backends.cudnn", "torch.mps", "torch.xpu",
-    "accelerate", "lightning", "pytorch_lightning", "deepspeed", "apex", "fairscale", "torch_xla", "pynvml",
-)
-# Text that names an accelerator or a per-GPU process anywhere in a file (lower case): substrings of identifiers,
-# strings or comments (``torch.cuda``, ``"cuda:0"``, ``args.gpu``, ``LOCAL_RANK``, ``DistributedDataParallel``),
-# and whole words.
-DEVICE_SUBSTRINGS = ("cuda", "gpu", "cudnn", "local_rank", "accelerator", "dataparallel")
+DEVICE_MODULES = ("torch.cuda", "torch.backends.cudnn", "torch.mps", "torch.xpu", "apex", "torch_xla", "pynvml")
+# A process or framework setup that runs on an accelerator or on the CPU alike (gloo, DDP on CPU, Lightning's
+# accelerator="cpu"): evidence unless the file itself pins the CPU (``device = torch.device("cpu")``, issue #34).
+PROCESS_MODULES = ("torch.distributed", "torch.nn.parallel", "accelerate", "lightning", "pytorch_lightning",
+                   "deepspeed", "fairscale")
+# Text that names an accelerator anywhere in a file (lower case): substrings of identifiers, strings or comments
+# (``torch.cuda``, ``"cuda:0"``, ``args.gpu``, ``"nccl"``), and whole words; then the text of a per-process setup
+# (``LOCAL_RANK``, ``DistributedDataParallel``), which counts as PROCESS_MODULES do.
+DEVICE_SUBSTRINGS = ("cuda", "gpu", "cudnn", "nccl")
+PROCESS_SUBSTRINGS = ("local_rank", "accelerator", "dataparallel")
 DEVICE_NAMES = ("mps", "xpu", "npu", "hpu")
 # Calls that write or plot an array's values (TL102: the host copy feeding them is inherent to the output):
 # by their last name, and by qualified-name prefix.
