@@ -109,5 +109,6 @@ def _collect(result: RunResult, item) -> None:
         result.fixed += item.fixed
         result.resolved += item.resolved
         result.exposed += item.exposed
+        result.exposed_fixed += item.exposed_fixed
         if item.diff:
             result.diffs_of_fixes.append(item.diff)

@@ -72,3 +72,30 @@ def test_a_lone_file_that_does_not_parse_fails_the_run(tmp_path):
     assert as_json.returncode == 2
     assert json.loads(as_json.stdout)["errors"] == [{"path": "s.py", "message": "syntax error: invalid syntax",
                                                      "line": 2}]
+
+
+PINNABLE = """import torch
+from torch.utils.data import DataLoader
+
+device = torch.device("cuda")
+
+
+def train(model, ds):
+    loader = DataLoader(ds, batch_size=32, num_workers=4)
+    for x, y, w in loader:
+        model(x.to(device), y.to(device), w.to(device))
+"""
+
+
+def test_fix_counts_the_findings_its_fixes_exposed_and_fixed(tmp_path):
+    # Issue #34: pinning the loader exposed three blocking copies that the next pass fixed; the run said
+    # '1 fixed, 0 remaining' over four changed calls, and --diff 'Would fix 1 finding' over a diff with all four.
+    (tmp_path / "train.py").write_text(PINNABLE)
+    would = tracelint("check", "--select", "TL2", "--diff", "train.py", cwd=tmp_path)
+    assert would.stdout.count("non_blocking=True") == 3
+    assert would.stderr.strip().splitlines()[-1] == "Would fix 1 finding, and 3 more that the fixes expose."
+    fixed = tracelint("check", "--select", "TL2", "--fix", "train.py", cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout.strip().splitlines()[-1] == \
+        "Found 1 finding (1 fixed, 0 remaining). The fixes exposed 3 more: 3 fixed."
+    assert (tmp_path / "train.py").read_text().count("non_blocking=True") == 3

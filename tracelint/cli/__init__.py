@@ -26,6 +26,7 @@ from tracelint.engine.config import selectors, threshold_items
 from tracelint.engine.escape import log_line, terminal
 from tracelint.engine.result import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, RunResult
 from tracelint.render import formats
+from tracelint.render.text import would_fix_line
 
 FORMATS = formats()
 
@@ -329,10 +330,7 @@ def _report(result: RunResult, fmt: str, output: str | None, view: dict, show_di
         click.echo(no_commands(diff), nl=False)
     for error in result.errors:
         say(f"error: {error}")
-    n = result.resolved
-    say(f"Would fix {n} finding{'s' if n != 1 else ''}" + (f" ({result.exposed} more exposed by the fixes)."
-                                                             if result.exposed else ".")
-        if result.diffs_of_fixes else "No fixes to apply.")
+    say(would_fix_line(result) if result.diffs_of_fixes else "No fixes to apply.")
 
 
 def _split_plain(values: tuple[str, ...]) -> tuple[str, ...] | None:

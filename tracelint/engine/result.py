@@ -28,7 +28,8 @@ class FileChecked:
     path: str
     fixed: int = 0  # fixes applied (a fix may expose a finding the next pass fixes too)
     resolved: int = 0  # findings of the file as read that the fixes made go away
-    exposed: int = 0  # findings the fixes brought up that the file as read did not have
+    exposed: int = 0  # findings the fixes brought up that the file as read did not have, left in the fixed file
+    exposed_fixed: int = 0  # findings the fixes brought up and a later pass fixed (a pinned loader's blocking copies)
     diff: str | None = None  # under --diff: what the fixes would change, as a unified diff (nothing is written)
 
 
@@ -67,6 +68,7 @@ class RunResult:
     fixed: int = 0
     resolved: int = 0  # FileChecked.resolved and .exposed, summed: what --fix did to the findings a plain run reports
     exposed: int = 0
+    exposed_fixed: int = 0
     diffs_of_fixes: list[str] = field(default_factory=list)  # --diff: one unified diff per file the fixes change
     # Files a folder search passed over and why (tracelint.trace.files.Skipped): notes, not errors.
     skipped: list = field(default_factory=list)

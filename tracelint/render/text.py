@@ -474,8 +474,11 @@ def count_line(result: RunResult, paint: Paint) -> str:
         # The count a plain run gives: what is left of it, and apart from it what the fixes exposed.
         found = n - result.exposed + result.resolved
         text = f"Found {_plural(found, 'finding')} ({result.resolved} fixed, {found - result.resolved} remaining)."
-        if result.exposed:
-            text += f" The fixes exposed {result.exposed} more, shown above."
+        exposed = result.exposed + result.exposed_fixed
+        if exposed:
+            done = [f"{result.exposed_fixed} fixed"] if result.exposed_fixed else []
+            done += [f"{result.exposed} shown above"] if result.exposed else []
+            text += f" The fixes exposed {exposed} more: {', '.join(done)}."
     elif n:
         text = f"Found {_plural(n, 'finding')}" + (f" ({fixable} fixable with --fix)." if fixable else ".")
     elif result.errors:
@@ -485,6 +488,16 @@ def count_line(result: RunResult, paint: Paint) -> str:
     if hidden:
         text += f" ({_plural(hidden, 'hidden fix', 'hidden fixes')} can be enabled with --unsafe-fixes.)"
     return text + baseline_words(result)
+
+
+def would_fix_line(result: RunResult) -> str:
+    """--diff's closing line: 'Would fix 1 finding, and 3 more that the fixes expose.'"""
+    text = f"Would fix {_plural(result.resolved, 'finding')}"
+    if result.exposed_fixed:
+        text += f", and {result.exposed_fixed} more that the fixes expose"
+    if result.exposed:
+        text += f" ({result.exposed} more exposed by the fixes stay)"
+    return text + "."
 
 
 def baseline_words(result: RunResult) -> str:

@@ -219,6 +219,7 @@ class _Outcome:
     before: list[Finding] = field(default_factory=list)
     resolved: int = 0
     exposed: int = 0
+    exposed_fixed: int = 0
     calls: RunCalls | None = None
 
 
@@ -280,7 +281,8 @@ def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_f
         return [InputError(display, message), FileChecked(display)], None
     except _Crashed as exc:
         return [InputError(display, f"{exc}: not analysed"), FileChecked(display)], None
-    done = FileChecked(display, fixed=outcome.fixed, resolved=outcome.resolved, exposed=outcome.exposed)
+    done = FileChecked(display, fixed=outcome.fixed, resolved=outcome.resolved, exposed=outcome.exposed,
+                       exposed_fixed=outcome.exposed_fixed)
     if outcome.write is not None and fix == "diff":
         done = replace(done, diff=_unified_diff(doc.path, outcome.write, display))
     elif outcome.write is not None:
@@ -359,8 +361,10 @@ def _fix(doc, display, rules, config, findings, unsafe) -> _Outcome:
     """Apply fixes pass by pass; the outcome's ``write`` is the fixed document when it differs from ``doc``."""
     original, original_findings = doc, findings
     fixed, errors = 0, []
+    applied: Counter[str] = Counter()  # the fingerprints of the findings whose fixes were applied, every pass
     for _ in range(MAX_FIX_PASSES):
-        fixes = choose_fixes(_not_baselined(doc, display, findings, config), unsafe=unsafe)
+        open_findings = _not_baselined(doc, display, findings, config)
+        fixes = choose_fixes(open_findings, unsafe=unsafe)
         if not fixes:
             break
         try:
@@ -373,6 +377,8 @@ def _fix(doc, display, rules, config, findings, unsafe) -> _Outcome:
             break
         doc, findings = candidate, candidate_findings
         fixed += len(fixes)
+        chosen = {id(fix) for fix in fixes}
+        applied.update(f.fingerprint() for f in open_findings if id(f.fix) in chosen)
     if not fixed or doc.text == original.text:
         return _Outcome(findings, errors, fixed, None, original_findings)
     # A plain run reports original_findings: say how many of them the fixes made go away, and how many findings
@@ -384,7 +390,7 @@ def _fix(doc, display, rules, config, findings, unsafe) -> _Outcome:
         error = InputError(display, f"cannot write the fixed file: {_one_line(exc)}")
         return _Outcome(original_findings, [error], 0, None, original_findings)
     return _Outcome(findings, errors, fixed, data, original_findings, resolved=(before - after).total(),
-                    exposed=(after - before).total())
+                    exposed=(after - before).total(), exposed_fixed=(applied - before).total())
 
 
 def _not_baselined(doc, display: str, findings: list[Finding], config: Config) -> list[Finding]:
