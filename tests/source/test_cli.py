@@ -99,3 +99,34 @@ def test_fix_counts_the_findings_its_fixes_exposed_and_fixed(tmp_path):
     assert fixed.stdout.strip().splitlines()[-1] == \
         "Found 1 finding (1 fixed, 0 remaining). The fixes exposed 3 more: 3 fixed."
     assert (tmp_path / "train.py").read_text().count("non_blocking=True") == 3
+
+
+def test_statistics_in_json_and_a_refusal_where_a_format_has_no_counts(tmp_path):
+    # Issue #34: `--statistics --format json` silently printed the findings as if --statistics was not given.
+    (tmp_path / "a.py").write_text(BAD)
+    (tmp_path / "b.py").write_text(BAD)
+    counted = tracelint("check", "--statistics", "--format", "json", ".", cwd=tmp_path)
+    assert counted.returncode == 1, counted.stderr
+    assert json.loads(counted.stdout)["statistics"] == [
+        {"code": "TL202", "name": "dataloader-without-pinned-memory", "count": 2, "fixable": True}]
+    refused = tracelint("check", "--statistics", "--format", "sarif", ".", cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "--statistics" in refused.stderr and "sarif" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_an_unknown_rule_says_what_it_may_have_meant_in_one_sentence():
+    shown = tracelint("rule", "TL1010", cwd=Path.cwd())  # a typo: one key too many
+    assert shown.returncode == 2
+    assert shown.stderr.strip().splitlines()[-1] == \
+        "Error: unknown rule 'TL1010'; did you mean 'TL101'? `tracelint rules` lists them all."
+    named = tracelint("rule", "item-in-lop", cwd=Path.cwd())
+    assert named.stderr.strip().splitlines()[-1] == \
+        "Error: unknown rule 'item-in-lop'; did you mean 'item-in-loop'? `tracelint rules` lists them all."
+    unknown = tracelint("rule", "TL999", cwd=Path.cwd())
+    assert unknown.stderr.strip().splitlines()[-1] == "Error: unknown rule 'TL999'; `tracelint rules` lists them all."
+
+
+def test_the_top_level_help_names_every_way_in():
+    shown = tracelint("--help", cwd=Path.cwd()).stdout
+    for way in ("tracelint train.py", "tracelint trace.json.gz", "tracelint run train.py", "tracelint diff"):
+        assert way in shown

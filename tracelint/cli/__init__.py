@@ -198,6 +198,8 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
                      exclude=_split_plain(exclude))
     explicit = config_path is not None or "-" in paths
     view = dict(verbose=verbose, quiet=quiet, statistics=statistics, show_source=show_source)
+    if statistics and fmt not in ("text", "json"):
+        raise click.UsageError(f"--statistics counts findings per rule in the text and json reports, not in {fmt}")
     config = _overrides(base, **overrides)
     if "-" in paths:
         if len(paths) > 1 or watch:
@@ -443,6 +445,8 @@ def cli() -> None:
     \b
     tracelint train.py          lint training code (Python files, notebooks, directories)
     tracelint trace.json.gz     analyze a torch.profiler trace: what bounds the step
+    tracelint run train.py      profile a training run as it is: its findings, measured
+    tracelint diff BASE NEW     compare two traces (or folders of rank traces): the CI gate
     tracelint rule TL101        explain a rule
     """
 
@@ -501,9 +505,11 @@ def rule_cmd(code: str) -> None:
     if doc is None:
         import difflib
 
-        close = difflib.get_close_matches(code.lower(), [d.name for d in rules.values()], n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise click.UsageError(f"unknown rule {code!r}{hint} `tracelint rules` lists them")
+        by_code = code[:2].upper() == "TL"
+        close = difflib.get_close_matches(code.upper() if by_code else code.lower(),
+                                          list(rules) if by_code else [d.name for d in rules.values()], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ";"
+        raise click.UsageError(f"unknown rule {code!r}{hint} `tracelint rules` lists them all.")
     click.echo(doc.text.rstrip())
 
 

@@ -21,6 +21,14 @@ from tracelint.engine.location import trace_words
 from tracelint.engine.result import TraceSummary
 
 
+def rule_counts(findings: Iterable[Finding]) -> list[tuple[str, int, bool]]:
+    """--statistics: (code, count, whether a safe fix exists) per rule, most frequent first, then by code."""
+    findings = list(findings)
+    counts = Counter(f.code for f in findings)
+    fixable = {f.code for f in findings if f.fix and f.fix.safe}
+    return [(code, n, code in fixable) for code, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+
+
 def dumps(obj: object, *, indent: bool = True) -> str:
     """JSON text that every parser reads back exactly, whatever a trace or a file name held. orjson writes NaN and
     ±inf as null; unknown objects (enums, paths, numpy scalars) as their str. Integers beyond ±(2**53 − 1) become

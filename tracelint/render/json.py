@@ -82,6 +82,8 @@ decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 an
         "hidden": int,                 # findings of this run the baseline holds: not in `findings`
         "stale": int                   # its entries for the files and rules checked that matched no finding
       } | null,
+      "statistics": [{"code": str, "name": str, "count": int, "fixable": bool}],  # --statistics only: the count
+                                       # per rule, most frequent first (fixable: a safe fix exists)
       "run": {...},                    # `tracelint run` reports only (absent otherwise), see below
       "verify": [{...}]                # `tracelint verify` reports only (absent otherwise): one entry per target,
                                        # its settings, baseline runs and variants (under --trace each with its
@@ -160,15 +162,20 @@ gate holds the change against, from several runs' means ("runs"), the per-step b
 """
 from __future__ import annotations
 
+from tracelint.engine.catalog import rule_name
 from tracelint.engine.records import baseline_dict, finding_dict
 from tracelint.engine.result import RunResult
-from tracelint.render._common import dumps, trace_summary_dict
+from tracelint.render._common import dumps, rule_counts, trace_summary_dict
 
 VERSION = 1
 
 
-def render(result: RunResult) -> str:
-    return dumps(document(result)) + "\n"
+def render(result: RunResult, statistics: bool = False) -> str:
+    doc = document(result)
+    if statistics:  # --statistics: the count per rule beside the findings (ruff's JSON statistics, as a key)
+        doc["statistics"] = [{"code": code, "name": rule_name(code), "count": n, "fixable": fixable}
+                             for code, n, fixable in rule_counts(result.findings)]
+    return dumps(doc) + "\n"
 
 
 def document(result: RunResult) -> dict:

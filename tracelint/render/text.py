@@ -33,7 +33,7 @@ from tracelint.engine.finding import Finding, SourceLocation, TraceLocation
 from tracelint.engine.metrics import GPU_BUSY_PCT, IDLE_CAUSES, registry
 from tracelint.engine.result import RunResult, TraceSummary
 from tracelint.engine.sourcelines import source_line
-from tracelint.render._common import is_rank_summary, verdict_line
+from tracelint.render._common import is_rank_summary, rule_counts, verdict_line
 from tracelint.render._diff import diff_block
 from tracelint.render._verify import verify_block
 
@@ -206,10 +206,7 @@ def statistics_lines(findings: list[Finding]) -> list[str]:
 
     from tracelint.engine.catalog import rule_name
 
-    counts = Counter(f.code for f in findings)
-    fixable = {f.code for f in findings if f.fix and f.fix.safe}
-    rows = [(n, code, rule_name(code) or "", "[*]" if code in fixable else "")
-            for code, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+    rows = [(n, code, rule_name(code) or "", "[*]" if fixable else "") for code, n, fixable in rule_counts(findings)]
     if not rows:
         return []
     text = tabulate(rows, tablefmt="plain", colalign=("right", "left", "left", "left"), disable_numparse=True)
