@@ -46,6 +46,13 @@ def commands(text: str) -> list[tuple[int, str, str]]:
 
 
 COMMANDS = commands(DOC.read_text(encoding="utf-8"))
+_FILE_BLOCK = re.compile(r"^```\w*\n# file: (\S+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def files(text: str) -> dict[str, str]:
+    """The page's files: a fenced block whose first line is ``# file: NAME`` is written to NAME before the commands
+    run (the pre-commit config of section 1)."""
+    return {m.group(1): m.group(2) for m in _FILE_BLOCK.finditer(text)}
 
 
 SKIPS = {"gpu": "needs a CUDA GPU (CI has none)", "network": "needs the network (CI runs the tests offline)",
@@ -65,6 +72,8 @@ def project(tmp_path_factory) -> tuple[Path, dict]:
                          ("runs/pr/1", "item_per_step"), ("runs/pr/2", "item_per_step")):
         (root / folder).mkdir(parents=True)
         shutil.copy(traces / f"{name}.pt.trace.json.gz", root / folder / "train.pt.trace.json.gz")
+    for name, text in files(DOC.read_text(encoding="utf-8")).items():  # the files the page shows, as it shows them
+        (root / name).write_text(text, encoding="utf-8")
     bin_dir = root / ".bin"
     bin_dir.mkdir()
     shim = bin_dir / "tracelint"
@@ -126,5 +135,8 @@ def test_what_the_commands_wrote(project, ran):
         log = json.loads((root / name).read_text(encoding="utf-8"))
         assert_valid_sarif(log)
         assert log["runs"][0]["results"]
+    hook = next(ran[line] for line, cmd, _ in COMMANDS if cmd.strip() == "pre-commit run tracelint")
+    assert "tracelint" in hook.stdout and "Failed" in hook.stdout  # the hook ran, on the staged file, and failed
+    assert sum(line.startswith("src/train.py:") for line in hook.stdout.splitlines()) == 4, hook.stdout
     summary = (root / "step-summary.md").read_text(encoding="utf-8")
     assert summary.startswith("### tracelint diff: ") and "new finding: TL101" in summary
