@@ -6,7 +6,7 @@ here. Each check runs the test itself (its correctness assertions included) and 
 limit the test used to assert, or measures what the test used to compare with a wall-clock reference. Prints a
 table and the load average at start and end (this 2-core machine is shared: read a miss with the load in mind);
 exit 1 when a check fails or misses its limit. Run from the repository's environment (pytest, hypothesis, and torch
-for the last two checks: without torch they are skipped).
+for the verify timeout and tracelint.profile checks: without torch they are skipped).
 """
 from __future__ import annotations
 
@@ -69,6 +69,7 @@ def _checks() -> list[tuple[str, float, Callable[[], object]]]:
     except ImportError:
         print("torch not installed: the verify timeout and tracelint.profile checks are skipped", file=sys.stderr)
         return checks
+    from tests import test_profile_distributed as D
     from tests.verify import test_failures as V
 
     def hang(tmp: Path):
@@ -76,7 +77,11 @@ def _checks() -> list[tuple[str, float, Callable[[], object]]]:
             V.test_hanging_variant_is_failed_by_timeout(tmp, mp)
 
     return [*checks, ("verify: a hanging variant is killed at its 25 s timeout", 60.0, _tmp(hang)),
-            ("tracelint.profile: unprofiled step_ms within 4x of the plain step", None, _profile_agreement)]
+            ("tracelint.profile: unprofiled step_ms within 4x of the plain step", None, _profile_agreement),
+            # was 50 s in the test: far below the 60 s a rank would wait for a peer that never comes
+            ("tracelint.profile: a rank without it does not hold up its peer", 50.0,
+             _tmp(D.test_a_rank_without_tracelint_profile)),
+            ("tracelint.profile: balanced gloo ranks wait < half a straggler's sleep", None, _balanced_waits)]
 
 
 def _profile_agreement() -> str:
@@ -119,6 +124,18 @@ def _profile_agreement() -> str:
     ratios = [ms / reference_ms for ms in step_ms]
     assert all(0.25 < r < 4 for r in ratios), (step_ms, reference_ms)
     return " ".join(f"{r:.2f}x" for r in ratios)
+
+
+def _balanced_waits() -> str:
+    """What tests/test_profile_distributed.py used to assert of its two gloo ranks without a straggler: each waits
+    less than half the straggler's sleep (SLEEP_MS / 2) per step. Returns the waits; raises when one is longer."""
+    from tests import test_profile_distributed as D
+
+    with tempfile.TemporaryDirectory(prefix="tracelint-timing-") as tmp:
+        records = D._job(Path(tmp), straggler=None)
+    waits = {rank: d["wait_ms"] for rank, (d, *_) in records.items()}
+    assert sorted(waits) == [0, 1] and max(waits.values()) < D.SLEEP_MS / 2, waits
+    return " ".join(f"rank {rank} {ms:.2f} ms" for rank, ms in sorted(waits.items()))
 
 
 def main() -> int:
