@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -58,23 +59,27 @@ class FakeControl:
         return self.commands.pop(0) if self.commands else {"cmd": "stop"}
 
 
-def test_a_turn_re_warms_for_its_steps_and_its_seconds_before_the_block():
-    import time
+def test_a_turn_re_warms_for_its_steps_and_its_seconds_before_the_block(monkeypatch):
+    from tracelint.verify import harness
 
+    now = [0.0]  # the clock's perf_counter: each step below takes 10 ms of it, whatever the machine does
+    monkeypatch.setattr(harness, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     control = FakeControl([{"cmd": "run", "blocks": 1}, {"cmd": "run", "blocks": 1}])
     syncs: list[int] = []
     clock = Clock(warmup=1, steps=2, blocks=2, sync=lambda: syncs.append(clock.ticks), write=lambda r: None,
-                  control=control, resume_warmup=1, resume_warmup_s=0.05)
+                  control=control, resume_warmup=1, resume_warmup_s=0.045)
     opt = object()
     with pytest.raises(StopRun):
         for _ in range(100):
-            time.sleep(0.01)
+            now[0] += 0.01
             clock.optimizer_step(opt)
     # the warm-up ends synchronized (nothing left on the device while the other side is timed); each turn: one
-    # re-warm step is not enough, the re-warm goes on for 0.05 s (about 5 steps of 10 ms)
+    # re-warm step is not enough, the re-warm goes on until 0.045 s have passed (off the 10 ms grid: no step ends
+    # on the boundary), 5 steps of 10 ms
     ready, first_start, first_end, second_start = syncs[:4]
-    assert ready == 1 and first_start - ready >= 4 and second_start - first_end >= 4
+    assert ready == 1 and first_start - ready == 5 and first_end - first_start == 2 and second_start - first_end == 5
     assert [e["event"] for e in control.events] == ["ready", "blocks", "blocks"]
+    assert [e["block_ms"] for e in control.events[1:]] == [pytest.approx([10.0])] * 2  # ms per step, as timed
 
 
 def test_clock_counts_only_the_first_optimizer():
