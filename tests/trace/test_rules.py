@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import FIXTURE_TRACES
 from tests.trace.synth import Synth
-from tracelint.engine import Config
+from tracelint.engine import Config, catalog
 from tracelint.trace import analyze_trace
 from tracelint.trace.analyze import report_from_model
 from tracelint.trace.build import build_model
@@ -147,10 +147,17 @@ def _public(root: Path, name: str):
 
 
 def test_public_traces_do_not_crash(public_traces):
-    for path in sorted(public_traces.glob("*.json.gz")):
+    paths = sorted(public_traces.glob("*.json.gz"))
+    assert paths, f"{public_traces} holds no traces"
+    findings = 0
+    for path in paths:
         report = _public(public_traces, path.name)
+        assert report.summaries, path
         for finding in report.findings:
-            assert finding.message and finding.location.path == str(path)
+            assert finding.code in catalog(), (path, finding.code)
+            assert finding.message and "\n" not in finding.message and finding.location.path == str(path)
+        findings += len(report.findings)
+    assert findings > 0  # the checks above ran
 
 
 def test_public_resnet50_loader(public_traces):
