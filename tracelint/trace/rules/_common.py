@@ -65,12 +65,13 @@ def mib(nbytes: float | None) -> str:
 # Python frames in a trace name the called function's file and its first line (or, for a frame already running when
 # profiling started, the line it was on then), never the statement that made the call. When the user's file is at
 # hand, the statement is found by looking for the op's spelling in that function.
-def refine_source(source: SourceLocation | None, trace_path: str, pattern: re.Pattern[str] | None,
-                  root: Path | None = None) -> SourceLocation | None:
-    """``source`` moved to the first line of its function that matches ``pattern`` (when the file can be read)."""
+def refine_source(source: SourceLocation | None, trace_path: str,
+                  pattern: re.Pattern[str] | None) -> SourceLocation | None:
+    """``source`` moved to the first line of its function that matches ``pattern`` when the trace's own place names
+    the file (``_read_lines``); else the stack's line as it is."""
     if source is None or pattern is None:
         return source
-    lines = _read_lines(source.path, trace_path, root)
+    lines = _read_lines(source.path, Path(trace_path).resolve())  # resolved here: the cache's key is the file
     if not lines or not 0 < source.line <= len(lines):
         return source
     start = source.line - 1
@@ -91,11 +92,15 @@ def refine_source(source: SourceLocation | None, trace_path: str, pattern: re.Pa
 
 
 @lru_cache(maxsize=64)
-def _read_lines(path: str, trace_path: str, root: Path | None) -> tuple[str, ...] | None:
-    candidates = [Path(path)]
-    if not Path(path).is_absolute():
-        bases = [root or Path.cwd(), *Path(trace_path).resolve().parents]
-        candidates += [base / path for base in bases]
+def _read_lines(path: str, trace: Path) -> tuple[str, ...] | None:
+    """The lines of the stack's file: an absolute path as it is, a relative one (the script was started by a
+    relative path) below the trace's folder or a folder above it, the checkout that holds the traces. Never below
+    the working directory or the config's root: the same trace gave line 54 from the repository root and line 56
+    elsewhere, and a finding's line enters its fingerprint, its baseline entry and its diff key."""
+    if Path(path).is_absolute():
+        candidates = [Path(path)]
+    else:
+        candidates = [base / path for base in trace.parents]
     for candidate in candidates:
         try:
             if candidate.is_file():

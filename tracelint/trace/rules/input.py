@@ -50,7 +50,7 @@ class DataloaderWithoutWorkers(TraceRule):
         message = (f"input-bound: the GPU is idle {pct(idle_pct)} of the step window, and for {pct(data_pct)} of "
                    f"that idle time the main thread waits in `{longest.name}` ({ms(per_step)} per step): {why}")
         loc = analysis.location(step=model.step_at(longest.start), op=longest)
-        loc = replace(loc, source=refine_source(loc.source, analysis.path, _LOOP, config.root if config else None))
+        loc = replace(loc, source=refine_source(loc.source, analysis.path, _LOOP))
         yield finding(self, message, loc, gpu_idle_pct=round(idle_pct, 2), data_wait_pct_of_idle=data_pct,
                       data_wait_us_per_step=round(per_step, 1))
 
@@ -83,7 +83,7 @@ class DataloaderWithoutPinnedMemory(TraceRule):
         loc = analysis.location(step=biggest.step, start=biggest.start, end=biggest.end, event=biggest.name)
         if biggest.launch is not None:
             source = analysis.source_at(biggest.launch.tid, biggest.launch.start)
-            loc = replace(loc, source=refine_source(source, analysis.path, _TO_DEVICE, config.root if config else None))
+            loc = replace(loc, source=refine_source(source, analysis.path, _TO_DEVICE))
         yield finding(self, message, loc, pageable_copies_per_step=round(len(copies) / n_steps, 2),
                       pageable_bytes_per_step=round(nbytes / n_steps), pageable_pct_of_window=round(share, 2))
 
@@ -162,7 +162,7 @@ class TensorBuiltOnHost(TraceRule):
                        f"{ms(copy_us)} of copy per step): a blocking copy that waits for the GPU each time; create "
                        "the tensor on the device (device=)")
             loc = analysis.location(step=site.first.step, op=site.copy)
-            source = refine_source(loc.source, analysis.path, _CREATION_CALL, config.root if config else None)
+            source = refine_source(loc.source, analysis.path, _CREATION_CALL)
             loc = replace(loc, event=site.creation.name, source=source)
             yield finding(self, message, loc, op=site.creation.name, copies_per_step=round(per_step, 2),
                           bytes_per_step=round(nbytes), copy_us_per_step=round(copy_us, 1),

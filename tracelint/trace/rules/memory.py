@@ -53,7 +53,7 @@ class ZeroGradKeepsGrads(TraceRule):
                    f"({ms(gpu_us / n_steps)} of GPU time per step{share}): the gradients are kept and zero-filled "
                    "(set_to_none=False) instead of being freed")
         loc = analysis.location(step=model.step_at(op.start), op=op)
-        loc = replace(loc, source=refine_source(loc.source, analysis.path, _ZERO_GRAD, config.root if config else None))
+        loc = replace(loc, source=refine_source(loc.source, analysis.path, _ZERO_GRAD))
         yield finding(self, message, loc,
                       fills_per_step=round(fills / n_steps, 2), fill_gpu_us_per_step=round(gpu_us / n_steps, 1))
 
@@ -120,7 +120,7 @@ class OptimizerWithoutForeach(TraceRule):
                    "step) and no multi-tensor kernel for them: the optimizer runs its for-loop implementation "
                    "(foreach=False, fused=False, or a torch before 2.0); use the default foreach path or fused=True")
         loc = analysis.location(step=model.step_at(first.start), op=first)
-        loc = replace(loc, source=refine_source(loc.source, analysis.path, _STEP_RE, config.root if config else None))
+        loc = replace(loc, source=refine_source(loc.source, analysis.path, _STEP_RE))
         yield finding(self, message, loc, per_tensor_kernels_per_step=round(per_step, 1),
                       per_tensor_gpu_us_per_step=round(gpu_us / n_steps, 1),
                       optimizer_host_us_per_step=round(host_us / n_steps, 1))

@@ -168,7 +168,7 @@ class _SyncRule(TraceRule):
                 continue
             per_step = site.count / n_steps
             each = site.stall_us / site.count
-            source = refine_source(site.source, analysis.path, self.pattern, config.root if config else None)
+            source = refine_source(site.source, analysis.path, self.pattern)
             where = f" at {_short(source)}" if source else ""
             if analysis.has_steps:
                 count = (f"{per_step:.3g} time{'s' if per_step != 1 else ''} per step "
