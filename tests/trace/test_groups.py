@@ -226,6 +226,28 @@ def test_unprofiled_waits_the_trace_gives_no_cause_for_are_not_a_straggler():
     assert dict(finding.details)["measured"] == "unprofiled"
 
 
+def test_the_unexplained_lead_speaks_of_the_jobs_own_verdict():
+    # issue 34: the info said "on a host-bound job the GPU-side waits measure how far the hosts run out of phase" on
+    # a job whose ranks are gpu-bound (when not profiled), where that explanation does not hold
+    from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, Verdict
+
+    job = judge_job(_digests(_two_ranks("ops"), _WAITS_FOR_RANK_1), Config())
+
+    def message(kind: str | None) -> str:
+        verdicts = {} if kind is None else {r: Verdict(kind, f"{kind}: evidence") for r in (0, 1)}
+        (finding,) = StragglerRank().check_job(job, verdicts, Config())
+        assert finding.severity.name == "INFO" and "rank 1 may be waited for" in finding.message
+        return finding.message
+
+    host = message(CPU_BOUND)
+    assert "on this cpu-bound job the GPU-side waits measure how far the hosts run out of phase" in host
+    gpu = message(GPU_BOUND)
+    assert "host-bound" not in gpu and "hosts run out of phase" not in gpu
+    assert "on this gpu-bound job a GPU-side wait is time the waiting rank loses" in gpu
+    unknown = message(None)  # no verdict to go by: the explanation is a possibility, not a fact about the job
+    assert "host-bound job" not in unknown and "if the job is host-bound" in unknown
+
+
 def test_the_unprofiled_record_clears_a_lead_the_profiler_made():
     # in the trace rank 1 sleeps 30 ms (a straggler by the trace); the record says the ranks wait 0.2 ms: balanced
     records = {r: {"rank": r, "world_size": 2, "step_ms": 40.0, "wait_ms": 0.2, "method": "flight recorder"}

@@ -16,7 +16,9 @@ from tracelint.trace.lead import JOB, UNEXPLAINED, Lead
 from tracelint.trace.pipeline import Pipeline
 from tracelint.trace.rule import JobRule, TraceRule
 from tracelint.trace.rules._common import finding, ms, pct
-from tracelint.trace.verdict import GPU_BOUND, PIPELINE_BOUND, Verdict
+from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, INPUT_BOUND, PIPELINE_BOUND, Verdict
+
+HOST_BOUND = "host-bound"  # cpu- or input-bound ranks in one job
 
 
 class ExposedCommunication(TraceRule):
@@ -93,7 +95,7 @@ class StragglerRank(JobRule):
                             if r in lead.waiting and w.waits_for == lead.rank and w.collective})
             cause = f"; its own verdict, the likely cause: {own.evidence}" if own is not None else ""
             if lead.unprofiled:
-                message = self._unprofiled(lead, share, cause)
+                message = self._unprofiled(lead, share, cause, _job_kind(verdicts, job.ranks))
             else:
                 how = (f"{_ranks(waiting)} {verb} for it {ms(lead.wait_us)} per step ({pct(share)} of the step) in "
                        f"{'/'.join(where) or 'collectives'}, because it reaches them last")
@@ -117,7 +119,7 @@ class StragglerRank(JobRule):
             yield found if lead.cause == JOB else found.with_severity(Severity.INFO)
 
     @staticmethod
-    def _unprofiled(lead: Lead, share: float | None, cause: str) -> str:
+    def _unprofiled(lead: Lead, share: float | None, cause: str, kind: str | None) -> str:
         verb = "waits" if len(lead.waiting) == 1 else "wait"
         measured = (f"measured without the profiler (tracelint.profile, on the steps it did not record), "
                     f"{_ranks(list(lead.waiting))} {verb} up to {ms(lead.wait_us)} per step in collectives "
@@ -127,12 +129,34 @@ class StragglerRank(JobRule):
                     f"{_extra(lead)}{cause}")
         if lead.cause == UNEXPLAINED:
             return (f"rank {lead.rank} may be waited for: {measured}, and rank {lead.rank} waits the least; but in the "
-                    f"trace {_extra(lead, 'only ')}, so nothing the profiler cannot have made explains the lead: on a "
-                    "host-bound job the GPU-side waits measure how far the hosts run out of phase (a collective spins "
-                    "from its own launch to the last rank's), not time the job loses; compare the ranks' host time "
-                    "per step")
+                    f"trace {_extra(lead, 'only ')}, so nothing the profiler cannot have made explains the lead: "
+                    f"{_out_of_phase(kind)}")
         return (f"rank {lead.rank} reaches the collectives last in the trace, but the lead is the profiler's: "
                 f"{measured}, under straggler-min-wait-pct")
+
+
+_PHASE = ("the GPU-side waits measure how far the hosts run out of phase (a collective spins from its own launch to "
+          "the last rank's), not time the job loses")
+
+
+def _out_of_phase(kind: str | None) -> str:
+    """Why recorded waits that the trace gives no cause for may mean little, as far as the job's verdict says."""
+    if kind in (CPU_BOUND, INPUT_BOUND, HOST_BOUND):
+        return f"on this {kind} job {_PHASE}; compare the ranks' host time per step"
+    if kind == GPU_BOUND:
+        return ("on this gpu-bound job a GPU-side wait is time the waiting rank loses, yet the leader computes no "
+                "more than its waiters in the profiled steps, so the cause lies outside them; compare the ranks' GPU "
+                "time per step without the profiler")
+    return f"if the job is host-bound, {_PHASE}; compare the ranks' host and GPU time per step"
+
+
+def _job_kind(verdicts: dict[int, Verdict], ranks) -> str | None:
+    """The verdict the job's ranks share (``host-bound`` for cpu- and input-bound ones); None when they differ or
+    none is known."""
+    kinds = {v.kind for rank, v in verdicts.items() if rank in ranks}
+    if len(kinds) > 1 and kinds <= {CPU_BOUND, INPUT_BOUND}:
+        return HOST_BOUND
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _extra(lead: Lead, only: str = "") -> str:
