@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 import statistics
 import subprocess
@@ -202,6 +203,30 @@ def test_text_report(fixture_traces):
     assert lines[5].startswith("  GPU time   ") and lines[5].endswith("[gate]")
     assert any(line.split()[:4] == ["h2d_pageable_bytes", "441", "MiB", "0"] for line in lines)
     assert "  findings fixed: 1" in lines
+
+
+def _pct_cell(out: str, fmt: str, name: str) -> str:
+    """The last cell (the relative change) of a metric's row in a diff report."""
+    if fmt == "html":
+        return re.search(rf"<th>{name}</th>(?:<td class='num'>([^<]*)</td>){{4}}", out)[1]
+    if fmt == "markdown":
+        row = next(line for line in out.splitlines() if line.startswith(f"| {name.replace('_', chr(92) + '_')} |"))
+        return row.split("|")[-2].strip()
+    return next(line for line in out.splitlines() if line.split()[:1] == [name]).split()[-1]
+
+
+def test_a_change_from_next_to_nothing_reads_as_a_factor_or_new(fixture_traces):
+    # item_per_step's GPU idle on host syncs goes from 5.3 µs to 15 ms (+282301.9%), its launch-overhead idle from 0
+    result = diff_traces(fixture(fixture_traces, "item_per_step_fixed"),
+                         fixture(fixture_traces, "item_per_step")).run_result()
+    metrics = {m["name"]: m for m in result.diffs[0]["metrics"]}
+    sync, launch, busy = metrics["idle_host_sync_us"], metrics["idle_launch_overhead_us"], metrics["gpu_busy_pct"]
+    assert sync["delta_pct"] > 100_000 and launch["base"] == 0 and launch["new"] > 0  # the JSON keeps the numbers
+    for fmt in ("text", "markdown", "html"):
+        out = render(result, fmt)
+        assert _pct_cell(out, fmt, "idle_host_sync_us") == f"×{sync['new'] / sync['base']:,.0f}", fmt
+        assert _pct_cell(out, fmt, "idle_launch_overhead_us") == "new", fmt
+        assert _pct_cell(out, fmt, "gpu_busy_pct") == f"{busy['delta_pct']:+.1f}%", fmt  # an ordinary change
 
 
 # --- the public corpus -------------------------------------------------------------------------------------------

@@ -91,7 +91,10 @@ def test_multi_rank_blocks_and_summary():
 def test_shared_verdict_names_the_least_busy_rank():
     traces = [summary(0, busy=80.0, evidence="e0"), summary(1, busy=40.0, evidence="e1")]
     first = render_text(RunResult(traces=traces), color=False).splitlines()[0]
-    assert first == "input-bound on all 2 ranks: e1 (rank 1)"
+    assert first == "input-bound on both ranks: e1 (rank 1)"  # was 'on all 2 ranks'
+    traces.append(summary(2, busy=60.0, evidence="e2"))
+    first = render_text(RunResult(traces=traces), color=False).splitlines()[0]
+    assert first == "input-bound on all 3 ranks: e1 (rank 1)"
 
 
 def test_color_only_when_asked(full_result, monkeypatch):

@@ -34,7 +34,7 @@ from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
 from tracelint.engine.result import RunResult, TraceSummary
 from tracelint.engine.sourcelines import source_line
 from tracelint.render._common import is_rank_summary, verdict_line
-from tracelint.render._diff import diff_delta, diff_gate_line, diff_measures, diff_noise_words, diff_side
+from tracelint.render._diff import diff_delta, diff_gate_line, diff_measures, diff_noise_words, diff_pct, diff_side
 from tracelint.render._page import (
     COLORS,
     MAX_CHART_BUCKETS,
@@ -536,7 +536,7 @@ def _diff_section(page: Page, d: dict) -> str:
         rows = "".join(f"<tr><th>{h(m['name'])}</th><td class='num'>{h(format_metric(m['name'], m['base']))}</td>"
                        f"<td class='num'>{h(format_metric(m['name'], m['new']))}</td>"
                        f"<td class='num'>{h(diff_delta(m['name'], m['delta']))}</td>"
-                       f"<td class='num'>{h(_signed(m['delta_pct']))}</td></tr>" for m in moved)
+                       f"<td class='num'>{h(diff_pct(m))}</td></tr>" for m in moved)
         out.append(f"<h3>Metrics that moved beyond the noise ({len(moved)} of {len(d['metrics'])})</h3>"
                    "<table class='metrics'><thead><tr><th>metric</th><th>base</th><th>new</th><th>change</th>"
                    f"<th>%</th></tr></thead><tbody>{rows}</tbody></table>")

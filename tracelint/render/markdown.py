@@ -28,6 +28,7 @@ from tracelint.render._diff import (
     diff_measure,
     diff_measures,
     diff_noise_words,
+    diff_pct,
     diff_side,
 )
 from tracelint.render.text import count_line, ordered_metrics
@@ -73,8 +74,7 @@ def _diff(d: dict) -> str:
              md(diff_noise_words(d, block))) for label, block in diff_measures(d)]
     rows.append(("verdict", md(verdict["base"]), md(verdict["new"]), "", ""))
     rows += [(f"{md(m['name'])}", md(format_metric(m["name"], m["base"])), md(format_metric(m["name"], m["new"])),
-              md(diff_delta(m["name"], m["delta"])),
-              f"{m['delta_pct']:+.1f}%" if m["delta_pct"] is not None else "")
+              md(diff_delta(m["name"], m["delta"])), diff_pct(m))
              for m in d["metrics"] if m["moved"]]
     lines += ["", *table(("", "base", "new", "change", ""), rows)]
     classes = [k for k in d["kernel_classes"] if k["delta_us_per_step"]]

@@ -238,7 +238,8 @@ def headline(traces: list[TraceSummary], paint: Paint) -> str:
         worst = min(range(len(traces)), key=lambda i: _busy(traces[i]))
         s = traces[worst]
         evidence = _evidence(s)
-        return f"{paint(s.verdict, 'bold')} on all {len(traces)} {noun}: {evidence} ({labels[worst]})"
+        every = "both" if len(traces) == 2 else f"all {len(traces)}"
+        return f"{paint(s.verdict, 'bold')} on {every} {noun}: {evidence} ({labels[worst]})"
     parts = []
     for verdict, _n in verdicts.most_common():
         where = ", ".join(labels[i] for i, s in enumerate(traces) if s.verdict == verdict)
