@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from tracelint.cli import base_config, emit, format_option, output_option, threshold_options
+from tracelint.cli import base_config, emit, format_option, output_option, say, threshold_options
 from tracelint.engine import ConfigError
 from tracelint.engine.config import diff_gate_items
 
@@ -77,6 +77,8 @@ def diff_cmd(paths, bases, news, fmt, output, max_regression_pct, noise_floor_pc
                          thresholds=_gates(config, thresholds), noise_floor_pct=noise_floor_pct,
                          fail_on_new_findings=fail_on_new_findings)
     emit(report.run_result(), fmt, output)
+    for note in report.notes:  # how the traces were paired where a choice was made (tracelint.diff.pairing)
+        say(f"note: {note}")
     sys.exit(report.exit_code())
 
 

@@ -2,7 +2,8 @@
 
 Both sides are analyzed as ``tracelint trace`` analyzes them (tracelint.trace.analyze.analyze_paths), at the same
 time in two processes (BASE in a forked child, NEW here), each reduced to a compact ``Side`` per rank before it
-crosses the process boundary. A folder's ranks are paired by rank; two single traces are paired whatever their ranks.
+crosses the process boundary. A folder's ranks are paired by rank; two single traces are paired whatever their ranks;
+a folder's profiling cycles of one process are compared by their latest, and a note says so (tracelint.diff.pairing).
 A side may be several runs of the same configuration (traces or folders): each rank's runs are pooled (``pool``:
 metrics, kernel times and findings averaged or joined over the runs) and their spread is the noise.
 Every number of a diff, defined:
@@ -11,7 +12,8 @@ Every number of a diff, defined:
 start to last end of the GPU work launched in that step: tracelint.trace.metrics). The host's span is the step when
 the GPU waits for the host (input- or CPU-bound); the GPU's when the host runs ahead of it (GPU-bound: an fp32 MLP's
 host span is 5 ms of a 48 ms step). ``step_ms`` is the mean over the profiled steps; a trace without
-``ProfilerStep`` is one step, the whole trace (and has no GPU time per step).
+``ProfilerStep`` is one step, the whole trace (and has no GPU time per step). A CPU-only trace (no GPU activity) has
+its ``ProfilerStep`` spans only: it is compared by them, and the summary says that the GPU measures are absent.
 
 **GPU time per step** of one profiled step: the summed duration of the GPU events (kernels, copies, memsets)
 launched in that step (tracelint.trace.model: by their launch, not by time), NCCL and other communication kernels
@@ -79,6 +81,7 @@ from pathlib import Path
 
 from tracelint.diff.findings import finding_changes, finding_key, finding_words
 from tracelint.diff.noise import Change, beyond, change
+from tracelint.diff.pairing import pair_runs
 from tracelint.engine import Config, Finding, InputError, Severity, TraceLocation
 from tracelint.engine import metrics as M
 from tracelint.engine.config import DEFAULT_MAX_REGRESSION_PCT, DEFAULT_NOISE_FLOOR_PCT, GPU_TIME, STEP_TIME
@@ -112,6 +115,8 @@ class Side:
     kernels: dict  # name -> (class, µs per step, launches per step)
     sync_sites: dict  # event -> syncs per step (tracelint.trace.rules.sync: aten::item, aten::nonzero, ...)
     findings: tuple[Finding, ...]
+    cpu_only: bool = False  # no GPU activity: its steps are the host's ProfilerStep spans, it has no GPU measures
+    start_us: float | None = None  # its first step (or op): orders the profiling cycles of one process
 
 
 def side_of(report) -> Side:
@@ -122,8 +127,6 @@ def side_of(report) -> Side:
     if report.truncated:
         note = next((w for w in report.warnings if "trunc" in w or "cut short" in w), "the file ends early")
         raise ValueError(f"truncated trace, its last step is partial ({note})")
-    if analysis.device is None:
-        raise ValueError("no GPU activity (a CPU-only trace): it has no GPU step time to compare")
     steps = tuple(max(s.cpu_us, s.gpu_span_us or 0.0) for s in analysis.steps)
     n = len(analysis.steps) or 1
     time: dict[str, float] = {}
@@ -137,7 +140,7 @@ def side_of(report) -> Side:
         if g.name not in group:
             group[g.name] = kernel_group(g.kind, g.name, analysis)
     kernels = {name: (group[name], time[name] / n, count[name] / n) for name in time}
-    gpu = [0.0] * (len(analysis.steps) if analysis.has_steps else 0)
+    gpu = [0.0] * (len(analysis.steps) if analysis.has_steps and analysis.device is not None else 0)
     for g in analysis.gpu_events:
         if g.step is not None and g.step < len(gpu) and group[g.name] not in UNTIMED_GROUPS:
             gpu[g.step] += g.end - g.start
@@ -145,8 +148,11 @@ def side_of(report) -> Side:
     for site in sync_sites(analysis):
         sites[site.event] = sites.get(site.event, 0.0) + site.count / n
     summary = report.summaries[0]
+    model = analysis.model
+    firsts = [seq[0].start for seq in (model.steps, model.ops) if seq]
     return Side(report.path, analysis.rank, summary.verdict, summary.evidence, dict(summary.metrics), steps,
-                tuple(gpu), kernels, sites, tuple(report.findings))
+                tuple(gpu), kernels, sites, tuple(report.findings), analysis.device is None,
+                min(firsts) if firsts else None)
 
 
 def measure(path, config: Config) -> tuple[list[Side], list[InputError]]:
@@ -246,7 +252,8 @@ def pool(runs: Sequence[Side]) -> Side:
     first = runs[0]
     evidence = next(r.evidence for r in runs if r.verdict == verdict)
     return Side(first.path, first.rank, verdict, evidence, metrics, tuple(x for r in runs for x in r.step_us),
-                tuple(x for r in runs for x in r.gpu_us), kernels, sites, tuple(findings.values()))
+                tuple(x for r in runs for x in r.gpu_us), kernels, sites, tuple(findings.values()),
+                any(r.cpu_only for r in runs), first.start_us)
 
 
 # --- the comparison ----------------------------------------------------------------------------------------------
@@ -364,6 +371,7 @@ class TraceDiff:
 class DiffReport:
     diffs: tuple[TraceDiff, ...]
     errors: tuple[InputError, ...] = ()
+    notes: tuple[str, ...] = ()  # how the traces were paired where a choice was made (tracelint.diff.pairing)
 
     @property
     def regression(self) -> bool:
@@ -402,41 +410,9 @@ def diff_traces(base, new, *, config: Config | None = None, max_regression_pct: 
                               else fail_on_new_findings),
         fail_on=config.fail_on)
     (base_runs, base_errors), (new_runs, new_errors) = _measure_both(base_paths, new_paths, config)
-    pairs, unmatched = _pairs(base_runs, new_runs, base_paths, new_paths)
-    return DiffReport(tuple(compare(b, n, **settings) for b, n in pairs), (*base_errors, *new_errors, *unmatched))
-
-
-def _pairs(base: list[list[Side]], new: list[list[Side]], base_paths: list, new_paths: list):
-    """(BASE's runs, NEW's runs) of each rank: single traces pair whatever their ranks; folders pair by rank, and
-    every run of a side must hold the same ranks."""
-    kept = [[(run, path) for run, path in zip(runs, paths, strict=True) if run]  # an empty run's error is there
-            for runs, paths in ((base, base_paths), (new, new_paths))]
-    if not kept[0] or not kept[1]:
-        return [], []
-    (base, base_paths), (new, new_paths) = (zip(*side, strict=True) for side in kept)
-    if all(len(run) == 1 for run in (*base, *new)):
-        return [([r[0] for r in base], [r[0] for r in new])], []
-    by_rank: list[list[dict]] = [[], []]
-    errors = []
-    for i, (runs, paths) in enumerate(((base, base_paths), (new, new_paths))):
-        for run, path in zip(runs, paths, strict=True):
-            ranks = {s.rank: s for s in run}
-            if None in ranks or len(ranks) < len(run):
-                return [], [InputError(str(path), "cannot pair its traces by rank: not every trace names a distinct "
-                                                  "rank (distributedInfo)")]
-            by_rank[i].append(ranks)
-    all_base = set().union(*by_rank[0])
-    all_new = set().union(*by_rank[1])
-    for runs, paths, other, word in ((by_rank[0], base_paths, all_new, "NEW"),
-                                     (by_rank[1], new_paths, all_base, "BASE")):
-        for ranks, path in zip(runs, paths, strict=True):
-            missing = sorted(other - set(ranks))
-            if missing:
-                errors.append(InputError(str(path), f"no trace of rank {', '.join(map(str, missing))} "
-                                                    f"({word} has one)"))
-    common = sorted(all_base & all_new)
-    return [([run[r] for run in by_rank[0] if r in run], [run[r] for run in by_rank[1] if r in run])
-            for r in common], errors
+    pairs, unmatched, notes = pair_runs(base_runs, new_runs, base_paths, new_paths)
+    return DiffReport(tuple(compare(b, n, **settings) for b, n in pairs), (*base_errors, *new_errors, *unmatched),
+                      tuple(notes))
 
 
 def compare(base: Side | Sequence[Side], new: Side | Sequence[Side], *,
@@ -619,7 +595,18 @@ def summarize(base: Side, new: Side, step: Change, classes: tuple[KernelChange, 
         more = f" (+{len(blocking) - 2} more)" if len(blocking) > 2 else ""
         lead = (f"new finding{'s' if len(blocking) > 1 else ''}: "
                 f"{', '.join(finding_words(f) for f in blocking[:2])}{more}; ")
-    return lead + _timing(base, new, step, classes, [f for f in new_findings if f not in blocking], fixed, gate, gpu)
+    timing = _timing(base, new, step, classes, [f for f in new_findings if f not in blocking], fixed, gate, gpu)
+    return lead + timing + _gpu_absent(base, new)
+
+
+def _gpu_absent(base: Side, new: Side) -> str:
+    """The clause that says a side had no GPU (its step time is the host's; GPU time, kernels and idle are not)."""
+    which = {(True, True): "either trace", (True, False): "BASE", (False, True): "NEW"}.get((base.cpu_only,
+                                                                                            new.cpu_only))
+    if which is None:
+        return ""
+    return (f"; no GPU activity in {which} (CPU-only): step time is the host's ProfilerStep span, and the GPU "
+            "measures (GPU time per step, kernels, GPU idle) are absent")
 
 
 def _timing(base: Side, new: Side, step: Change, classes, new_findings, fixed, gate: Gate, gpu: Change | None) -> str:
