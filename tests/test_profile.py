@@ -146,3 +146,22 @@ def test_plain_profiler_handler_records_settings_only(tmp_path):
     assert meta["source"] == "tracelint.trace.profiler.on_trace_ready" and "unprofiled" not in meta
     assert meta["settings"]["with_stack"] and meta["settings"]["schedule"]["skip_first"] == 1
     assert "traceEvents" in doc
+
+
+def test_an_unprofiled_step_slower_than_the_profiled_one_gives_no_inflation_figure():
+    """Issue #34: unprofiled steps that held start-up (676 ms against a 6-9 ms step) read as 'profiler_inflation
+    0.24×', and TL003 disappeared. A profiled step faster than the unprofiled one measures no inflation: the metric
+    is None and TL003 says why the profiler's cost is not measurable here."""
+    from tracelint.engine import metrics as M
+    from tracelint.testing import TraceBuilder, analyze
+
+    trace = TraceBuilder().device_properties().recorded(unprofiled_step_ms=400.0)
+    for _ in trace.steps(3):
+        for _ in range(100):
+            trace.kernel("void gemm_kernel<float>(float*)", gpu_us=40, op="aten::mm", host_us=90)
+    report = analyze(trace)
+    assert M.UNPROFILED_STEP_MS.of(report.metrics) == 400.0
+    assert M.PROFILER_INFLATION.of(report.metrics) is None
+    (tl003,) = [f for f in report.findings if f.code == "TL003"]
+    assert "not measurable here" in tl003.message and "400.0 ms" in tl003.message
+    assert "profiler_inflation" not in dict(tl003.details)

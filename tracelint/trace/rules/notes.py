@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from tracelint.engine import Config, Finding, TraceLocation
 from tracelint.engine import metrics as M
 from tracelint.trace.analysis import TraceAnalysis
+from tracelint.trace.recording import step_ms
 from tracelint.trace.rule import TraceRule
 from tracelint.trace.rules._common import finding
 from tracelint.trace.verdict import Verdict
@@ -110,6 +111,15 @@ class ProfilerOverhead(TraceRule):
                           f"{unprofiled:.1f} ms not, measured by tracelint.profile; recorded with {heavy}): {then}",
                           loc, profiler_inflation=inflation, unprofiled_step_ms=unprofiled,
                           profiled_step_ms=round(profiled, 1), settings=recording.heavy)
+            return
+        profiled = step_ms(m)
+        if unprofiled is not None and profiled:  # a record, and no inflation from it: the timed steps were slower
+            why = ("the timed steps held work the recorded ones did not (start-up, a changing workload)"
+                   if profiled < 0.9 * unprofiled else "recording cost nothing that shows")
+            yield finding(self, f"the profiler's cost is not measurable here: the steps timed without it took "
+                          f"{unprofiled:.1f} ms, the profiled ones {profiled:.1f} ms (tracelint.profile; recorded "
+                          f"with {heavy}): {why}; the verdict ({verdict.kind}) is the trace's alone", loc,
+                          unprofiled_step_ms=unprofiled, profiled_step_ms=round(profiled, 1), settings=recording.heavy)
             return
         # Without the record: a host-bound verdict on a trace recorded with the host-slowing settings is at risk
         # when the host spends little more time per kernel than the GPU runs one.
