@@ -115,6 +115,18 @@ def test_ordered_by_measured_cost_then_trace_notes_then_what_the_trace_did_not_s
     assert out[1].evidence.source is None and out[1].origin == "trace"  # a trace finding nothing paired
 
 
+def test_nothing_is_called_unseen_where_nothing_could_be_seen(project):
+    """Issue #34: with no trace (nothing recorded) or only traces without GPU work (a CPU run), every lint finding
+    said 'not seen in the profiled steps'. They keep no evidence there; a trace that says nothing of its GPU (no
+    gpu_events metric) still could have seen them."""
+    cpu = TraceSummary("run/train.1.pt.trace.json.gz", "unknown", "no GPU activity", {"gpu_events": 0})
+    for traces in ([], [cpu], [cpu, cpu]):
+        (f,) = merge([lint("TL101", 11)], traces)
+        assert f.evidence is None and f.origin == "source"
+    (f,) = merge([lint("TL101", 11)], [cpu, trace()])
+    assert f.evidence is not None and f.evidence.trace is None  # one trace with GPU work: not seen there
+
+
 def test_the_measurement_decides_the_severity(project):
     harmless = measured("TL101", 11, severity=Severity.INFO, cost_pct_of_step=0.2)
     (f,) = merge([lint("TL101", 11), harmless], [trace()])

@@ -18,8 +18,10 @@ Pairing, in this order (a trace finding's line is the one its Python stack gives
 A trace names a file as its stack does: absolute, relative to the working directory, or by a shorter relative path
 (``loader_item.py`` for ``fixtures/run/loader_item.py``): the same file when one path ends with the other.
 
-A lint finding the trace did not pair is kept, after the measured ones, marked "not seen in the profiled steps";
-a trace finding no lint finding paired keeps the source line of its stack. Of several trace findings paired with
+A lint finding the trace did not pair is kept, after the measured ones, marked "not seen in the profiled steps" —
+where the trace could have seen it: with no trace (nothing was recorded) or only traces without GPU work (a CPU run:
+a sync or a copy costs nothing there) it keeps no evidence, and the run's header says why; a trace finding no lint
+finding paired keeps the source line of its stack. Of several trace findings paired with
 one lint finding (one per rank of a job) the costliest is the evidence. A merged finding has the lint finding's
 place, message and fix, and the trace finding's severity: what was measured decides (a sync that costs under 1 %
 of the step is ``info`` in the trace, and stays so).
@@ -79,9 +81,17 @@ def step_us(summary: TraceSummary) -> float | None:
     return max(spans) if spans else None
 
 
+def could_see(traces: Iterable[TraceSummary]) -> bool:
+    """Whether the traces could show what the lint finds: there is one, and not every one is without GPU work."""
+    counts = [M.GPU_EVENTS.of(t.metrics) for t in traces]
+    return bool(counts) and any(n is None or n > 0 for n in counts)
+
+
 def merge(findings: Iterable[Finding], traces: Iterable[TraceSummary], cwd: Path | None = None) -> list[Finding]:
     """The run's findings paired, each with its Evidence, ordered by measured cost (module docstring)."""
     cwd = (cwd or Path.cwd()).resolve()
+    traces = list(traces)
+    seen = could_see(traces)
     steps = {(s.path, s.rank): step_us(s) for s in traces}
     linted = [f for f in findings if f.origin == "source"]
     measured = [_relative(f, cwd) for f in findings if f.origin == "trace"]
@@ -128,7 +138,7 @@ def merge(findings: Iterable[Finding], traces: Iterable[TraceSummary], cwd: Path
             out.append(replace(lint, severity=trace.severity,
                                evidence=Evidence(lint, trace, cost[id(trace)], how)))
         else:
-            out.append(replace(lint, evidence=Evidence(lint, None)))
+            out.append(replace(lint, evidence=Evidence(lint, None) if seen else None))
     out.extend(replace(t, evidence=Evidence(None, t, cost[id(t)])) for t in measured if id(t) not in used)
     return sorted(sorted(out, key=Finding.sort_key), key=_order)
 
@@ -136,6 +146,8 @@ def merge(findings: Iterable[Finding], traces: Iterable[TraceSummary], cwd: Path
 def _order(finding: Finding) -> tuple:
     """Measured cost first (highest first), then trace findings without a cost, then what the trace did not see."""
     evidence = finding.evidence
+    if evidence is None:
+        return (2, 0.0)
     if evidence.cost_pct is not None:
         return (0, -evidence.cost_pct)
     return (1 if evidence.trace is not None else 2, 0.0)
