@@ -1,8 +1,10 @@
 """What ``tracelint run``'s optimizer-step hook costs a training step (issue #27: under 20 µs per step).
 
 Not a test (no test asserts a duration): it prints. Measured in this process with the bootstrap's own Driver
-(tracelint/run/bootstrap.py), in the two states a step meets outside the recorded ones:
+(tracelint/run/bootstrap.py), in the three states a step meets outside the recorded ones:
 
+- *warm-up*: the hook times the step until the start-up settles (a device synchronization, none on the CPU, and
+  one step time added to tracelint.profile.settle's window);
 - *unprofiled*: the hook advances ``tracelint.profile``'s schedule (``prof.step()`` in a wait step, which closes one
   ``ProfilerStep#N`` record_function and opens the next, as torch's ``profile.step()`` does in every step, recorded
   or not: most of the cost; the profiler records nothing);
@@ -33,11 +35,16 @@ from tracelint.run.bootstrap import Driver  # noqa: E402
 
 
 def driver(out: str, phase: str) -> Driver:
-    config = {"out": out, "status": out, "name": "bench", "wait": 10**9, "warmup": 0, "active": 1,
-              "settings": "stacks", "max_steps": None, "no_step_timeout": None, "window_s": 1.0,
+    settle = 10**9 if phase == "warm-up" else 0  # no detection: the first step starts the profiler
+    config = {"out": out, "status": out, "name": "bench",
+              "plan": {"settle": settle, "wait": 10**9, "warmup": 0, "active": 1}, "settings": "stacks",
+              "max_steps": None, "no_step_timeout": None, "window_s": 1.0,
               "step_function": None, "project_roots": [out], "root": str(Path(__file__).resolve().parents[1])}
     d = Driver(config, "bench")
-    if phase == "unprofiled":
+    if phase == "warm-up":
+        d.tick()
+        assert d.phase == "settling"
+    elif phase == "unprofiled":
         d.tick()  # the first step starts the profiler; with wait=10**9 every later step is a wait step
         assert d.phase == "scheduled"
     else:
@@ -83,7 +90,7 @@ def main() -> None:
           f"{args.calls} calls")
     with tempfile.TemporaryDirectory() as out:
         rows = []
-        for phase in ("unprofiled", "after"):
+        for phase in ("warm-up", "unprofiled", "after"):
             d = driver(out, phase)
             direct = per_call_us(d.tick, args.calls, args.rounds)
             bare, extra = step_us(args.calls, args.rounds, d.optimizer_step)

@@ -15,7 +15,7 @@ _RUN = (
     click.option("--module", "-m", "module", default=None, metavar="MODULE",
                  help="Run a module as `python -m MODULE` does (its arguments after `--`)."),
     click.option("--wait", type=click.IntRange(1), default=5, show_default=True,
-                 help="Steps after the first that run without the profiler, timed (warm-up costs wash out)."),
+                 help="Steps without the profiler once the warm-up is over: the first starts it, the rest are timed."),
     click.option("--warmup", type=click.IntRange(0), default=2, show_default=True,
                  help="Steps the profiler runs without recording, before the recorded ones."),
     click.option("--active", type=click.IntRange(1), default=5, show_default=True, help="Steps recorded."),
@@ -68,7 +68,7 @@ def run_cmd(command, module, wait, warmup, active, settings, max_steps, no_step_
     The script runs in a child process with its own arguments, your working directory and environment; its
     output passes through and Ctrl-C reaches it. Exit code 2 when it fails (its traces are still analyzed).
     """
-    from tracelint.run import EnvironmentProblem, RunOptions, UsageProblem, execute, parse_command, report
+    from tracelint.run import EnvironmentProblem, NotStarted, RunOptions, UsageProblem, execute, parse_command, report
 
     try:
         target = parse_command(command, module)
@@ -86,11 +86,14 @@ def run_cmd(command, module, wait, warmup, active, settings, max_steps, no_step_
         return _overrides(base if config_path or found is None else found, **overrides)
 
     try:
-        execution = execute(target, options)
+        execution = execute(target, options, note=lambda text: say(f"tracelint run: note: {text}"))
     except UsageProblem as exc:
         raise click.UsageError(str(exc)) from None
     except EnvironmentProblem as exc:
         say(str(exc))
+        sys.exit(EXIT_ERROR)
+    except NotStarted as exc:
+        say(f"error: {exc}")
         sys.exit(EXIT_ERROR)
     try:
         result = report(execution, configure=configure, timelines=fmt == "html")

@@ -32,6 +32,12 @@ What is stored: the top-level key ``"tracelint"`` of the exported Chrome trace J
                      "blocks": [{"first_step": 1, "steps": 4, "ms": 113.6}]}
     }
 
+``tracelint run`` adds ``"warmup"``: the step times it took, one device synchronization per step, until the
+run's start-up settled (tracelint/profile/settle.py: ``first_step``, ``steps_ms``, ``settled``, ...), and
+``profiler_step_0``, the script's step that is this profiler's step 0 (its optimizer step count: ProfilerStep#N and
+the block's ``first_step`` are script step ``profiler_step_0 + N``). Whoever drives the profiler adds such keys by
+setting ``prof.tracelint_extra`` (a dict of JSON values) before the cycle starts recording.
+
 Definitions:
 
 - An *unprofiled step* is a step whose ``ProfilerAction`` is ``NONE``: the schedule's ``skip_first`` and ``wait``
@@ -105,6 +111,7 @@ def _profile_class():
             self._tl_open: tuple[int, float] | None = None  # (first step, perf_counter) of the running block
             self._tl_sync = _sync_function(torch, self.use_device)
             self._tl_waits = None  # CollectiveWaits, from the first block that runs under torch.distributed
+            self.tracelint_extra: dict = {}  # keys the driver adds to the record (tracelint run: "warmup")
 
         # -- timing ------------------------------------------------------------------------------------------
         def step(self) -> None:
@@ -179,7 +186,7 @@ def _profile_class():
                 }
                 if self._tl_waits is not None:
                     doc["distributed"] = self._tl_waits.record()
-            return doc
+            return {**doc, **self.tracelint_extra}
 
         @property
         def _tl_sync_name(self) -> str:

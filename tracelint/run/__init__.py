@@ -14,22 +14,24 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tracelint.engine import Config, RunResult
+from tracelint.profile.settle import WINDOW
 from tracelint.run.launch import (
     SETTINGS,
     SETTINGS_WORDS,
     EnvironmentProblem,
     Execution,
+    NotStarted,
     RunOptions,
     Target,
     UsageProblem,
     execute,
     parse_command,
 )
-from tracelint.run.merge import merge
+from tracelint.run.merge import could_see, merge
 from tracelint.runner import run_paths
 
-__all__ = ["SETTINGS", "EnvironmentProblem", "Execution", "RunOptions", "Target", "UsageProblem", "execute",
-           "parse_command", "record", "report"]
+__all__ = ["SETTINGS", "EnvironmentProblem", "Execution", "NotStarted", "RunOptions", "Target", "UsageProblem",
+           "execute", "parse_command", "record", "report"]
 
 
 def report(execution: Execution, *, configure: Callable[[Config | None], Config] = lambda c: c or Config(),
@@ -43,34 +45,45 @@ def report(execution: Execution, *, configure: Callable[[Config | None], Config]
     traces = [_shown(t, cwd) for t in traces]
     result = run_paths([*files, *traces], mode="auto", configure=configure, timelines=timelines)
     result.findings = merge(result.findings, result.traces, cwd)
-    result.run = record(execution, cwd, files_linted=len(files))
+    unmeasured = (bool(result.traces) and not could_see(result.traces)
+                  and any(f.origin == "source" for f in result.findings))
+    result.run = record(execution, cwd, files_linted=len(files), lint_unmeasured=unmeasured)
     return result
 
 
-def record(execution: Execution, cwd: Path, files_linted: int = 0) -> dict:
+def record(execution: Execution, cwd: Path, files_linted: int = 0, lint_unmeasured: bool = False) -> dict:
     """The plain record of a run (the JSON report's ``run`` object, tracelint.render.json), with ``summary``: the
-    lines a report shows about it."""
+    lines a report shows about it. ``unprofiled`` and ``recorded`` are the steps the first process (rank 0) timed
+    without the profiler and those its trace holds, counted as the script's steps (the first is 1).
+    ``lint_unmeasured``: the traces hold no GPU work, so no lint finding could be measured in them (say so once)."""
     target, options = execution.target, execution.options
     statuses = execution.statuses
     steps = max((s["steps"] for s in statuses), default=0)
     ended = {s.get("ended") for s in statuses}
     failure = execution.failure
     notes = list(dict.fromkeys(s["note"] for s in statuses if s.get("note")))
+    plan = options.plan
+    lead = min(statuses, key=lambda s: (s.get("rank") is None, s.get("rank") or 0), default={})
+    held = [t for t in lead.get("traces") or () if t.get("kind") == "steps" and t.get("profiler_steps")]
     doc = {
         "target": target.words(), "kind": target.kind, "argv": list(target.argv),
         "out": _shown(execution.out, cwd), "traces": [_shown(t, cwd) for t in execution.traces],
         "settings": options.settings,
         "schedule": {"wait": options.wait, "warmup": options.warmup, "active": options.active},
+        "plan": {**plan.as_dict(), "note": plan.note},
         "max_steps": options.max_steps, "step_function": options.step_function,
         "steps": execution.steps, "clock": next((s["clock"] for s in statuses if s.get("clock")), None),
+        "unprofiled": lead.get("unprofiled"),
+        "recorded": {k: held[0][k] for k in ("first_step", "last_step", "complete", "profiler_steps")} if held
+        else None,
         "window": execution.window, "ended": sorted(e for e in ended if e), "failure": failure,
         "exit_code": execution.exit_code, "files_linted": files_linted, "notes": notes, "verify": None,
     }
-    doc["summary"] = _summary(doc, execution, steps)
+    doc["summary"] = _summary(doc, execution, steps, lint_unmeasured)
     return doc
 
 
-def _summary(doc: dict, execution: Execution, steps: int) -> list[str]:
+def _summary(doc: dict, execution: Execution, steps: int, lint_unmeasured: bool) -> list[str]:
     options = execution.options
     processes = len(execution.statuses)
     who = f" in each of {processes} processes" if processes > 1 else ""
@@ -86,15 +99,13 @@ def _summary(doc: dict, execution: Execution, steps: int) -> list[str]:
     if "max-steps" in doc["ended"]:
         line += f", stopped at --max-steps {options.max_steps}"
     lines = [line]
-    # numbered as the trace's ProfilerStep#N: step N ends with optimizer step N + 2 (the first starts the profiler)
-    first = options.wait + options.warmup
-    recorded = f"steps {first}-{first + options.active - 1}"
-    if not execution.traces:
-        lines.append(f"  nothing recorded: the schedule records {recorded} and needs {options.steps_needed} optimizer "
-                     f"steps for them (--wait {options.wait}, --warmup {options.warmup}, --active {options.active})")
-    elif not execution.window:
-        lines.append(f"  recorded {recorded} with --settings {options.settings} ({SETTINGS_WORDS[options.settings]})"
-                     f"; the {_plural(options.wait - 1, 'wait step')} before them timed without the profiler")
+    if doc["plan"]["note"]:
+        lines.append(f"  note: {doc['plan']['note']}")
+    if not execution.window:
+        lines.extend(_steps_lines(doc, options, steps))
+    if lint_unmeasured:
+        lines.append("  no GPU work in the profiled steps: the lint findings cannot be measured there (a sync or a "
+                     "copy costs nothing on the CPU)")
     if execution.traces:
         shown = doc["traces"] if len(doc["traces"]) == 1 else [f"{doc['out']}/ ({len(doc['traces'])} traces)"]
         lines.append(f"  traces: {shown[0]}")
@@ -102,6 +113,61 @@ def _summary(doc: dict, execution: Execution, steps: int) -> list[str]:
         lines.append(f"  the script failed: {doc['failure']}")
     lines.extend(f"  note: {note}" for note in doc["notes"])
     return lines
+
+
+def _steps_lines(doc: dict, options: RunOptions, steps: int) -> list[str]:
+    """The warm-up, the steps timed without the profiler and the steps recorded, as they ran."""
+    lines = []
+    unprofiled = doc["unprofiled"] or {}
+    warmup = unprofiled.get("warmup")
+    started = unprofiled.get("profiler_started_after")
+    if warmup and warmup["steps_ms"] and started is not None:
+        last = ", ".join(f"{ms:.1f}" for ms in warmup["steps_ms"][-3:])
+        head = (f"  warm-up over after step {started} (its last steps: {last} ms)" if warmup["settled"] else
+                f"  warm-up not seen to settle in {_plural(len(warmup['steps_ms']), 'step')} (its last: {last} ms)")
+        if unprofiled.get("first_step"):
+            first, count = unprofiled["first_step"], unprofiled["steps"]
+            timed = (f"{_span(first, first + count - 1)} timed without the profiler (step {first - 1} started it)"
+                     + ("" if warmup["settled"] else ": they may hold start-up costs"))
+        else:
+            timed = "no step timed without the profiler"
+        lines.append(f"{head}; {timed}")
+    recorded = doc["recorded"]
+    settings = f"with --settings {options.settings} ({SETTINGS_WORDS[options.settings]})"
+    if recorded:
+        (a, b), first, last = recorded["profiler_steps"], recorded["first_step"], recorded["last_step"]
+        numbers = f"ProfilerStep#{a}" if a == b else f"ProfilerStep#{a}-{b}"
+        line = f"  recorded {_span(first, last)} ({numbers} in the trace) {settings}"
+        if not recorded["complete"]:
+            line += f"; step {last} cut short: the script {_how_it_ended(doc)} during it"
+        lines.append(line)
+    elif not doc["traces"]:
+        lines.append(f"  nothing recorded: {_why_nothing(doc, options, steps)}")
+    return lines
+
+
+def _why_nothing(doc: dict, options: RunOptions, steps: int) -> str:
+    plan = options.plan
+    if not plan.active:
+        return f"--max-steps {options.max_steps} leaves no step after the first"
+    started = (doc["unprofiled"] or {}).get("profiler_started_after")
+    if started is None:
+        when = "before the warm-up was over"
+    else:
+        when = f"before the recorded steps (from step {started + 1 + plan.wait + plan.warmup})"
+    return (f"the script {_how_it_ended(doc)} after {_plural(steps, 'step')}, {when}; a run needs "
+            f"{options.steps_needed} steps at least (the first, {WINDOW} to see the warm-up settle, --wait "
+            f"{plan.wait}, --warmup {plan.warmup}, --active {plan.active})")
+
+
+def _how_it_ended(doc: dict) -> str:
+    if doc["failure"]:
+        return "failed"
+    return "stopped" if "max-steps" in doc["ended"] else "ended"
+
+
+def _span(first: int, last: int) -> str:
+    return f"step {first}" if first == last else f"steps {first}-{last}"
 
 
 def _plural(n: int, word: str) -> str:

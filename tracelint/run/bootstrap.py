@@ -17,33 +17,46 @@ The clock
     another module is wrapped when that module is imported).
 
 The profile
-    At the first step ``tracelint.profile`` starts with ``schedule(wait, warmup, active, repeat=1)`` and
-    ``prof.step()`` is called at every step after: the wait steps are timed unprofiled (the ``tracelint`` record
-    of the trace), the active ones recorded and exported to ``out`` by ``on_trace_ready``. Then the profiler is
-    stopped: from there on the hook only counts steps (bench/bench_run_hook.py measures what a step pays).
-    No step within ``no_step_timeout`` seconds: a SIGALRM handler (it runs on the main thread, where the
-    profiler's op callbacks must be installed) profiles a window of ``window_s`` seconds instead.
+    First the warm-up: from the first step on, each step is timed (one device synchronization per step) until
+    ``tracelint.profile.settle`` sees the start-up costs settle (compilation, autotuning, the allocator, the
+    DataLoader's workers), or for at most ``plan.settle`` steps; under torch.distributed the ranks agree through the
+    job's c10d store on the step it ends at, so that they run one schedule. Then ``tracelint.profile`` starts with
+    ``schedule(wait, warmup, active, repeat=1)`` and ``prof.step()`` is called at every step after: its first wait
+    step (the profiler starts in it) is not timed, the other wait steps are timed unprofiled as one block (the
+    ``tracelint`` record of the trace, with the warm-up's step times under ``warmup``), the active ones recorded and
+    exported to ``out`` by ``on_trace_ready``. Then the profiler is stopped: from there on the hook only counts
+    steps (bench/bench_run_hook.py measures what a step pays). What torch's profiler writes to stderr while it
+    starts and stops (kineto's ``USDT: ... profiler_start`` lines, the "Profiler clears events" warning) is held
+    back; anything else written meanwhile passes. No step within ``no_step_timeout`` seconds: a SIGALRM handler (it
+    runs on the main thread, where the profiler's op callbacks must be installed) profiles a window of ``window_s``
+    seconds instead.
 
 The end
     ``max_steps`` steps: ``StopRun`` (a BaseException: a script's ``except Exception`` lets it through) unwinds the
     script, its ``finally`` blocks run, and the process exits 0. A script that raises has its traceback printed
     once, as Python prints it (this module's frames left out), and exits 1. Either way a profile still recording
     is stopped and exported, and one status file is written (``status/<worker>.json``): steps, how the run ended,
-    the traces written, the project files it imported.
+    the traces written (each with the steps it holds), the project files it imported. A script that never started
+    (no such module, a syntax error) writes its status and nothing else: the parent says so, once.
 """
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import importlib.abc
 import importlib.util
 import json
 import os
+import re
 import signal
 import sys
+import tempfile
 import time
 import traceback
 import types
+import warnings
+from datetime import timedelta
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPTIMIZER_MODULE = "torch.optim.optimizer"
@@ -54,29 +67,43 @@ SETTINGS = {  # --settings: what torch.profiler records beyond the op and kernel
 }
 
 
+AGREE_TIMEOUT_S = 300  # how long a rank waits for the others' warm-up verdict of the same step
+# What torch's profiler writes on stderr as it starts and stops: kineto's USDT probe lines (C++, straight to fd 2)
+# and a UserWarning torch gives once when a profiler prepares a second cycle.
+KINETO_NOTE = re.compile(rb"^USDT:[^\n]*\] profiler_(start|stop)\s*$")
+CLEARS_EVENTS = "Warning: Profiler clears events"
+
+
 class StopRun(BaseException):
     """Raised from the step hook once ``max_steps`` steps ran."""
 
 
 class Driver:
-    """Counts steps, drives the profiler's schedule from them and remembers what happened for the status file.
+    """Counts steps, times the warm-up, drives the profiler's schedule from the steps and remembers what happened
+    for the status file.
 
-    ``phase``: "before" (no profile yet), "window" (a time window is being profiled), "scheduled" (the schedule
-    runs), "over" (the scheduled profile is exported; the profiler is gone)."""
+    ``phase``: "before" (no step yet), "settling" (the warm-up's steps are timed), "window" (a time window is being
+    profiled), "scheduled" (the schedule runs), "over" (the scheduled profile is exported; the profiler is gone)."""
 
     def __init__(self, config: dict, worker: str) -> None:
         self.config, self.worker = config, worker
+        self.plan = config["plan"]
         self.max_steps = config.get("max_steps") or 0
         self.steps = 0
         self.clock = None  # the optimizer whose steps count
         self.prof = None
         self.phase = "before"
         self.windowed = False  # a time window was profiled (no step came in time)
-        self.traces: list[dict] = []  # {"path", "kind": "steps" | "window"}
+        self.traces: list[dict] = []  # {"path", "kind": "steps" | "window", and for steps the ones it holds}
         self.first_step_s: float | None = None
         self.started = time.monotonic()
         self.note: str | None = None
         self.pid = os.getpid()  # a process forked from this one inherits the hook: its steps are not ours
+        self.settle = None  # tracelint.profile.settle.Settle, from the first step
+        self.tick_s: float | None = None  # when the last step of the warm-up ended (perf_counter, synchronized)
+        self.started_after: int | None = None  # the step after which the scheduled profiler started
+        self.stopping = False  # prof.stop() runs: an export now comes from the stop, not from the schedule
+        self.stopped_at_step_end = False  # ... and the step it closes ended with an optimizer step
 
     # --- steps ----------------------------------------------------------------------------------------------------
 
@@ -91,23 +118,75 @@ class Driver:
 
     def tick(self) -> None:
         self.steps += 1
+        last = bool(self.max_steps) and self.steps >= self.max_steps
         if self.phase == "scheduled":
-            exported = len(self.traces)
-            try:
-                self.prof.step()
-            except Exception as exc:  # the profiler's failure (an export to a full disk) must not stop the run
-                self.note = f"the profiler failed: {type(exc).__name__}: {exc}"
-                self.finish_profile()
-            if len(self.traces) > exported:  # the cycle was exported in that step: nothing of the profiler stays
-                self.finish_profile()
+            if last:  # the step that just ended is the last: export it whole, enter none that will not run
+                self.finish_profile(at_step_end=True)
+            else:
+                self.step_profiler()
+        elif self.phase == "settling":
+            self.settle_step()
         elif self.phase == "before":
             if self.first_step_s is None:
                 self.first_step_s = time.monotonic() - self.started
             if self.config.get("no_step_timeout") and not self.windowed:
                 signal.setitimer(signal.ITIMER_REAL, 0)  # a step came: no time window
-            self.start_profile(scheduled=True)
-        if self.max_steps and self.steps >= self.max_steps:
+            if self.plan["active"]:
+                from tracelint.profile.settle import Settle
+
+                self.settle = Settle(cap=self.plan["settle"])
+                self.phase = "settling"
+                self.settle_step()
+            else:
+                self.phase = "over"  # --max-steps 1: nothing to record
+        if last:
             raise StopRun
+
+    def settle_step(self) -> None:
+        """A step of the warm-up ended: time it; once the warm-up is over (every rank's), start the profiler."""
+        now = _synchronized_now()
+        if self.tick_s is not None:
+            self.settle.add((now - self.tick_s) * 1e3)
+        self.tick_s = now
+        if self.agree(self.settle.done):
+            self.start_profile(scheduled=True)
+
+    def agree(self, done: bool) -> bool:
+        """Whether every rank of the job is done with its warm-up at this step (all start their profiler at the
+        same step, or the schedules and the collective waits' exchange would not line up). Through the default
+        c10d store: no collective on the script's groups."""
+        dist = sys.modules.get("torch.distributed")
+        try:
+            if dist is None or not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
+                return done
+            store = dist.distributed_c10d._get_default_store()
+            rank, world = dist.get_rank(), dist.get_world_size()
+            keys = [f"tracelint-run/settle/{self.steps}/{r}" for r in range(world)]
+            store.set(keys[rank], "1" if done else "0")
+            store.wait(keys, timedelta(seconds=AGREE_TIMEOUT_S))
+            return all(store.get(key) == b"1" for key in keys)
+        except Exception as exc:  # noqa: BLE001 - never break the user's run over the agreement
+            self.note = self.note or (f"the ranks could not agree on the end of the warm-up ({type(exc).__name__}: "
+                                      f"{exc}): each started its profiler on its own")
+            return done
+
+    def step_profiler(self) -> None:
+        exported = len(self.traces)
+        try:
+            with profiler_notes_held() if self.transition_ahead() else contextlib.nullcontext():
+                self.prof.step()
+        except Exception as exc:  # the profiler's failure (an export to a full disk) must not stop the run
+            self.note = f"the profiler failed: {type(exc).__name__}: {exc}"
+            self.finish_profile()
+        if len(self.traces) > exported:  # the cycle was exported in that step: nothing of the profiler stays
+            self.finish_profile()
+
+    def transition_ahead(self) -> bool:
+        """Whether the next prof.step() changes what the profiler does (only then does it print or warn)."""
+        from torch.profiler import ProfilerAction
+
+        prof = self.prof
+        return prof.current_action != ProfilerAction.NONE or prof.schedule(prof.step_num + 1) != ProfilerAction.NONE
 
     # --- the profiler ---------------------------------------------------------------------------------------------
 
@@ -126,34 +205,65 @@ class Driver:
         save = on_trace_ready(self.config["out"], worker_name=name, print_verdict=False)
 
         def handler(prof) -> None:
-            self.traces.append({"path": str(save(prof)), "kind": kind})
+            entry = {"path": str(save(prof)), "kind": kind}
+            if scheduled:
+                entry.update(self.held_steps(prof))
+            self.traces.append(entry)
 
         options = dict(SETTINGS[self.config["settings"]], activities=activities, on_trace_ready=handler)
         if scheduled:
-            c = self.config
-            options["schedule"] = schedule(wait=c["wait"], warmup=c["warmup"], active=c["active"], repeat=1)
+            p = self.plan
+            options["schedule"] = schedule(wait=p["wait"], warmup=p["warmup"], active=p["active"], repeat=1)
+            self.started_after = self.steps
         try:
             self.prof = profile(**options)
-            self.prof.start()
+            if scheduled:
+                self.prof.tracelint_extra = {"warmup": {**self.warmup_record(), "profiler_step_0": self.steps + 1}}
+            with profiler_notes_held():
+                self.prof.start()
         except Exception as exc:  # never break the user's run over the profiler
             self.note = f"the profiler did not start: {type(exc).__name__}: {exc}"
             self.prof, self.phase = None, "over"
             return
         self.phase = "scheduled" if scheduled else "window"
 
-    def finish_profile(self) -> None:
+    def held_steps(self, prof) -> dict:
+        """The steps an exported trace holds, as its ProfilerStep numbers and as the script's steps (ProfilerStep#N
+        is step ``started_after + 1 + N``); ``complete``: its last step ran to its optimizer step."""
+        p = self.plan
+        first = p["wait"] + p["warmup"]
+        if self.stopping:  # stopped while recording: the step under way is the last
+            last, complete = prof.step_num, self.stopped_at_step_end
+        else:  # the schedule exported the cycle on entering the step after it
+            last, complete = prof.step_num - 1, True
+        offset = self.started_after + 1
+        return {"profiler_steps": [first, last], "first_step": first + offset, "last_step": last + offset,
+                "complete": complete}
+
+    def warmup_record(self) -> dict:
+        """The warm-up's step times (tracelint.profile.settle's record), from step 2: the first only starts the
+        clock."""
+        if self.settle is None:
+            return {"first_step": None, "steps_ms": [], "settled": False, "cap": 0}
+        return self.settle.record(first_step=2)
+
+    def finish_profile(self, *, at_step_end: bool = False) -> None:
         """Stop the profiler (a cycle still recording is exported). After a time window, steps that come later
         still get their scheduled profile; after the scheduled one the hook only counts steps."""
         self.phase = "before" if self.phase == "window" else "over"
-        self._stop()
+        self._stop(at_step_end)
 
-    def _stop(self) -> None:
+    def _stop(self, at_step_end: bool = False) -> None:
         prof, self.prof = self.prof, None
         if prof is not None:
+            self.stopping, self.stopped_at_step_end = True, at_step_end
             try:
-                prof.stop()
+                with profiler_notes_held():
+                    prof.stop()
             except Exception as exc:  # already stopped, or broken: the traces written so far stand
                 self.note = self.note or f"stopping the profiler failed: {type(exc).__name__}: {exc}"
+            finally:
+                self.stopping = False
 
     def alarm(self, _signum, _frame) -> None:
         """SIGALRM: no step came within ``no_step_timeout`` (start a window), or the window is over (stop it)."""
@@ -177,6 +287,14 @@ class Driver:
 
     # --- the status file ------------------------------------------------------------------------------------------
 
+    def unprofiled(self) -> dict:
+        """The steps timed without the profiler (``first_step`` None: none were) and the warm-up before them."""
+        timed = self.plan["wait"] - 1
+        done = self.started_after is not None and timed > 0 and self.steps >= self.started_after + self.plan["wait"]
+        return {"first_step": self.started_after + 2 if done else None, "steps": timed if done else 0,
+                "warmup": self.warmup_record() if self.settle is not None else None,
+                "profiler_started_after": self.started_after}
+
     def status(self, ended: str, exception: str | None = None, exit_code: int = 0) -> dict:
         if self.config.get("step_function"):
             clock = "function"
@@ -185,7 +303,44 @@ class Driver:
         return {"worker": self.worker, "rank": _rank(), "steps": self.steps, "clock": clock, "ended": ended,
                 "exception": exception, "exit_code": exit_code, "traces": self.traces, "window": self.windowed,
                 "first_step_s": None if self.first_step_s is None else round(self.first_step_s, 3),
-                "note": self.note, "files": project_files(self.config)}
+                "unprofiled": self.unprofiled(), "note": self.note, "files": project_files(self.config)}
+
+
+def _synchronized_now() -> float:
+    """perf_counter once the device has finished the work queued so far (CUDA, when the script uses it)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():  # initialized implies available, and is the cheaper test
+        torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+@contextlib.contextmanager
+def profiler_notes_held():
+    """Run the block with fd 2 held in a file and torch's "Profiler clears events" warning off, then write back
+    what was written there except kineto's ``USDT: ... profiler_start|stop`` lines: the profiler's notes, not the
+    script's output. Only around the profiler's own calls: whatever a thread of the script writes meanwhile comes
+    out after the call."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+        held = tempfile.TemporaryFile()
+    except OSError:  # no fd 2, or no temporary folder: let the notes through
+        yield
+        return
+    os.dup2(held.fileno(), 2)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=CLEARS_EVENTS, category=UserWarning)
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        held.seek(0)
+        kept = b"".join(line for line in held.read().splitlines(keepends=True) if not KINETO_NOTE.match(line))
+        held.close()
+        while kept:
+            kept = kept[os.write(2, kept):]
 
 
 def _rank() -> int | None:
@@ -405,8 +560,7 @@ def run(config: dict, kind: str, target: str, argv: list[str]) -> int:
     extra = {}
     try:
         code, attrs = main_code(kind, target, step_function)
-    except (OSError, SyntaxError, ImportError, LookupError) as exc:
-        print(f"tracelint run: {one_line(exc)}", file=sys.stderr)
+    except (OSError, SyntaxError, ImportError, LookupError) as exc:  # the parent prints it, once
         write_status(config, worker, driver.status("not-started", one_line(exc), 2))
         return 2
     if step_function:
@@ -493,6 +647,7 @@ def _import_tracelint(root: str) -> None:
     sys.path.insert(0, root)
     try:
         import tracelint.profile  # noqa: F401
+        import tracelint.profile.settle  # noqa: F401
         import tracelint.trace.profiler  # noqa: F401
     finally:
         sys.path.remove(root)

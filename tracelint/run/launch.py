@@ -10,9 +10,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tracelint.profile.settle import CAP, WINDOW
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the tracelint package the child imports
@@ -33,6 +35,11 @@ class UsageProblem(ValueError):
 
 class EnvironmentProblem(Exception):
     """torch is not installed where the script would run (exit 2)."""
+
+
+class NotStarted(Exception):
+    """The script never started (no such module, a syntax error, an unreadable file): one error line, exit 2, and
+    no report, for there is nothing to report on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +123,28 @@ def _torchrun(args: list[str]) -> Target:
 
 
 @dataclass(frozen=True, slots=True)
+class Plan:
+    """The steps a run goes through, counted in the script's steps after the first (which only starts the count):
+    up to ``settle`` steps timed one by one until the warm-up is over (tracelint.profile.settle), then the profiler
+    starts and its schedule runs: ``wait`` steps without recording (the first untimed: the profiler starts in it; the
+    others timed as one block), ``warmup``, ``active`` recorded. ``note``: why it is not what the options asked
+    (--max-steps below the schedule)."""
+
+    settle: int
+    wait: int
+    warmup: int
+    active: int
+    note: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"settle": self.settle, "wait": self.wait, "warmup": self.warmup, "active": self.active}
+
+
+@dataclass(frozen=True, slots=True)
 class RunOptions:
     """How the run is profiled (tracelint run's options)."""
 
-    wait: int = 5  # unprofiled steps timed before the recorded ones (step 0 never is)
+    wait: int = 5  # steps without recording once the warm-up is over: the first starts the profiler, the rest timed
     warmup: int = 2
     active: int = 5
     settings: str = "stacks"
@@ -139,8 +164,47 @@ class RunOptions:
 
     @property
     def steps_needed(self) -> int:
-        """Optimizer steps before the recorded ones are exported: the first starts the profiler."""
-        return 1 + self.wait + self.warmup + self.active
+        """The fewest steps after which the recorded ones are exported: the first, the warm-up detection's
+        shortest, the schedule."""
+        return 1 + WINDOW + self.wait + self.warmup + self.active
+
+    @property
+    def plan(self) -> Plan:
+        """The schedule as asked, or what fits in ``max_steps``: first at least one recorded step, the profiler's
+        start and one warm-up step, then the warm-up detection (a recording during start-up describes start-up),
+        then the recorded, warm-up and timed steps as asked, and what is left to the detection."""
+        asked = {"settle": CAP, "wait": self.wait, "warmup": self.warmup, "active": self.active}
+        if self.max_steps is None:
+            return Plan(**asked)
+        left = self.max_steps - 1
+        got = dict.fromkeys(asked, 0)
+        for key, most in (("active", 1), ("wait", 1), ("warmup", 1), ("settle", WINDOW), ("active", None),
+                          ("warmup", None), ("wait", None), ("settle", None)):
+            add = min(left, (asked[key] if most is None else min(most, asked[key])) - got[key])
+            if key == "settle" and got[key] + add < WINDOW:
+                continue  # fewer steps than it needs to see anything: none
+            if add > 0:
+                got[key] += add
+                left -= add
+        plan = Plan(**got)
+        if got["settle"] >= WINDOW and all(got[k] == asked[k] for k in ("wait", "warmup", "active")):
+            return plan
+        return Plan(**got, note=self._shrunk(plan))
+
+    def _shrunk(self, plan: Plan) -> str:
+        head = (f"--max-steps {self.max_steps} is below the schedule ({self.steps_needed} steps: the first, "
+                f"{WINDOW} to see the warm-up settle, --wait {self.wait}, --warmup {self.warmup}, --active "
+                f"{self.active})")
+        if not plan.active:
+            return f"{head}: nothing will be recorded: the first step only starts the count"
+        last = self.max_steps
+        first = last - plan.active + 1
+        steps = f"step {last}" if first == last else f"steps {first}-{last}"
+        timed = plan.wait - 1
+        return (f"{head}: recording {steps} instead (--wait {plan.wait}, --warmup {plan.warmup}, --active "
+                f"{plan.active}); " + (f"{timed} step{'s' if timed > 1 else ''} timed" if timed > 0 else
+                                       "no step timed") + " without the profiler"
+                + ("" if plan.settle else "; no warm-up detection"))
 
 
 @dataclass
@@ -202,23 +266,27 @@ def torch_installed() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def execute(target: Target, options: RunOptions) -> Execution:
+def execute(target: Target, options: RunOptions, note: Callable[[str], None] | None = None) -> Execution:
     """Run the target under the bootstrap, in a child sharing this terminal (its output passes through, Ctrl-C
-    reaches it), and wait for it."""
+    reaches it), and wait for it. ``note`` hears, before the script starts, why the run will not follow the options
+    (--max-steps below the schedule). A script that never started raises NotStarted."""
     if not torch_installed():
         raise EnvironmentProblem(TORCH_MISSING)
     out = (options.out or default_out()).resolve()
     if out.is_dir() and any(out.iterdir()):
         raise UsageProblem(f"--out {options.out}: the folder holds files already; give a new or empty one (its "
                            "traces are read as one run)")
+    made = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the first folder made here
     out.mkdir(parents=True, exist_ok=True)
+    plan = options.plan
+    if plan.note and note is not None:
+        note(plan.note)
     work = Path(tempfile.mkdtemp(prefix="tracelint-run-"))
     try:
         script = target.script
         config = {
             "root": str(ROOT), "out": str(out), "status": str(work / "status"), "name": target.name,
-            "wait": options.wait, "warmup": options.warmup, "active": options.active,
-            "settings": options.settings, "max_steps": options.max_steps,
+            "plan": plan.as_dict(), "settings": options.settings, "max_steps": options.max_steps,
             "no_step_timeout": options.no_step_timeout, "window_s": options.window_s,
             "step_function": options.step_function,
             "project_roots": sorted({str(Path.cwd()), *([str(script.resolve().parent)] if script else [])}),
@@ -235,6 +303,9 @@ def execute(target: Target, options: RunOptions) -> Execution:
         statuses = _statuses(work / "status")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if statuses and all(s.get("ended") == "not-started" for s in statuses):
+        _remove_empty(out, made)
+        raise NotStarted(f"{target.words()} did not start: {statuses[0].get('exception')}")
     # The folder, not the statuses: a process that ended with os._exit, or that torchrun killed when another rank
     # failed, wrote no status but may have written its trace (the folder was new: every trace in it is this run's).
     written = sorted(out.glob("*.pt.trace.json.gz"))
@@ -245,6 +316,21 @@ def execute(target: Target, options: RunOptions) -> Execution:
             path.unlink(missing_ok=True)
     return Execution(target, options, out, code, statuses, stepped or window,
                      window=not stepped and bool(window), wall_s=time.perf_counter() - started)
+
+
+def _remove_empty(out: Path, made: Path | None) -> None:
+    """Remove ``out`` and the folders above it up to ``made`` (the first this run made), while they are empty."""
+    if made is None:
+        return
+    folder = out
+    while True:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (or gone): whatever is in it stays
+            return
+        if folder == made:
+            return
+        folder = folder.parent
 
 
 def _wait(command: list[str]) -> int:
