@@ -38,11 +38,12 @@ if [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; t
         fixtures/run/ddp_train.py --backend nccl --steps 1000 > "$OUT/ddp.txt" 2> "$OUT/ddp.log"
     echo "tracelint run torchrun: exit $? in $((SECONDS - started)) s"
 fi
-# 5. The real Lightning and Hugging Face Trainer (installed there) step through the same hook.
+# 5. The real Lightning and Hugging Face Trainer (installed there) step through the same hook (60 steps: room for the
+#    warm-up detection, up to 30 steps, before the schedule).
 for framework in real_lightning real_hf_trainer; do
     started=$SECONDS
     python3 -m tracelint run --wait 3 --warmup 1 --active 3 --out "$TRACES/$framework" --format json \
-        -o "$TRACES/$framework.json" "fixtures/run/$framework.py" > "$TRACES/$framework.log" 2>&1
+        -o "$TRACES/$framework.json" "fixtures/run/$framework.py" -- --max-steps 60 > "$TRACES/$framework.log" 2>&1
     echo "tracelint run $framework: exit $? in $((SECONDS - started)) s"
 done
 
