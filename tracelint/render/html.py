@@ -186,7 +186,9 @@ def _timeline_charts(page: Page, summary: TraceSummary, t: dict) -> str:
         total[-1] = t["bucket_us"] * (n - (len(x) - 1) * k) or width
 
     def share(values: list[float]) -> list:
-        return [[xi, round(100 * v / w, 1)] for xi, v, w in zip(x, _coarse(values, k), total, strict=True)]
+        # at most 100: the timeline's times are rounded to 0.1 µs, the bucket's width is not ('GPU busy 100.1%')
+        return [[xi, min(100.0, round(100 * v / w, 1))] for xi, v, w in zip(x, _coarse(values, k), total,
+                                                                            strict=True)]
 
     series = [area("GPU busy", share(t["busy_us"]), COLORS["busy"])]
     for cause in IDLE_CAUSES:
