@@ -94,8 +94,9 @@ decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 an
 
 A ``tracelint run`` report is the document above, its findings in the order of their measured cost (the costliest
 first, then trace findings without a cost, then the lint findings the trace did not see), each with its
-``evidence``; a merged finding (a lint and a trace evidence) sits at the lint finding's line, with its message, its
-fix and the trace finding's severity, and under ``--verify`` carries ``details.verification`` as a ``tracelint
+``evidence`` (null for a lint finding where no trace could have seen it: nothing recorded, or no GPU work); a
+merged finding (a lint and a trace evidence) sits at the lint finding's line, with its message, its fix and the
+trace finding's severity, and under ``--verify`` carries ``details.verification`` as a ``tracelint
 verify`` report's findings do. ``run`` says what ran::
 
       "run": {
@@ -104,8 +105,15 @@ verify`` report's findings do. ``run`` says what ran::
         "out": str, "traces": [str],   # the folder the traces landed in, and the traces analyzed
         "settings": "minimal" | "stacks" | "full",
         "schedule": {"wait": int, "warmup": int, "active": int},
+        "plan": {"settle": int, "wait": int, "warmup": int, "active": int, "note": str | null},  # what ran: the
+                                       # warm-up detection's most steps, the schedule --max-steps left room for
         "max_steps": int | null, "step_function": str | null,
         "steps": {str: int},           # optimizer steps (or step-function calls) per process
+        "unprofiled": {"first_step": int | null, "steps": int,  # the steps timed without the profiler (rank 0's;
+                       "profiler_started_after": int | null,   # counted as the script's steps, the first is 1)
+                       "warmup": {"first_step": int, "steps_ms": [float], "settled": bool, ...} | null} | null,
+        "recorded": {"first_step": int, "last_step": int, "complete": bool,  # the steps the trace holds (rank 0's);
+                     "profiler_steps": [int, int]} | null,  # complete false: the script ended during the last
         "clock": "optimizer" | "function" | null,      # what a step was; null: none came
         "window": bool,                # no step came in time: a time window was profiled instead
         "ended": [str],                # per process: returned | exit | max-steps | exception | not-started
