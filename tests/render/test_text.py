@@ -179,3 +179,14 @@ def test_rank_summary_of_a_job_directory_gives_the_headline():
     assert "  rank 1 waits" in lines
     assert lines.index("job: input-bound") > lines.index("job/rank1.json.gz (rank 1): input-bound")
     assert any(line.split()[:2] == ["verdicts", "0:"] for line in lines)
+
+
+def test_a_run_whose_script_failed_does_not_say_all_checks_passed():
+    # Seen trying the tool as a new user (#34): `tracelint run fails.py`, a script that died on an import error
+    # after starting, printed 'All checks passed.' above 'error: the script failed: ...'.
+    failed = {"summary": ["tracelint run: fails.py: 0 steps"], "failure": "ModuleNotFoundError: No module named 'x'"}
+    text = render_text(RunResult(files_checked=1, run=failed))
+    assert "All checks passed" not in text
+    assert text.rstrip().splitlines()[-1] == "No findings in the code; the script failed, so nothing was measured."
+    ran = {"summary": ["tracelint run: ok.py: 30 steps"], "failure": None}
+    assert render_text(RunResult(files_checked=1, run=ran)).rstrip().endswith("All checks passed.")

@@ -481,6 +481,8 @@ def count_line(result: RunResult, paint: Paint) -> str:
         text = f"Found {_plural(n, 'finding')}" + (f" ({fixable} fixable with --fix)." if fixable else ".")
     elif result.errors:
         return f"No findings, but {_plural(len(result.errors), 'input')} could not be read." + baseline_words(result)
+    elif result.run is not None and result.run.get("failure"):  # a clean lint is not a clean run
+        return "No findings in the code; the script failed, so nothing was measured." + baseline_words(result)
     else:
         return paint("All checks passed.", "green", "bold") + baseline_words(result)
     if hidden:
