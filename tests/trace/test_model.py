@@ -214,3 +214,18 @@ def test_written_gzip_and_plain_files_read_the_same(tmp_path):
     a = analyze_trace(s.write(tmp_path / "t.json.gz")).metrics
     b = analyze_trace(s.write(tmp_path / "t.json", gz=False)).metrics
     assert a == b
+
+
+def test_a_cpu_bound_verdict_names_a_dataloader_wait_larger_than_the_host_part_it_names():
+    # Seen on an H200 (#34's trial: a CNN with a custom Dataset, num_workers=0): 49.7 % of the idle time in
+    # DataLoader.__next__, under the input-bound threshold, and the headline named only the 25 % of launching.
+    from tracelint.trace.verdict import decide
+
+    metrics = {"gpu_busy_pct": 10.3, "idle_data_wait_pct": 49.7, "idle_launch_overhead_pct": 25.5,
+               "idle_host_sync_pct": 8.1, "idle_other_pct": 16.4, "idle_short_gap_pct": 0.3, "kernels_per_step": 74,
+               "mean_kernel_us": 9.9, "has_steps": True, "gpu_events": 100, "gpu_window_us": 1000.0}
+    verdict = decide(metrics)
+    assert verdict.kind == CPU_BOUND
+    assert verdict.evidence.endswith("; 50% of it the main thread waits in DataLoader.__next__ (input-bound from 50%)")
+    metrics.update(idle_data_wait_pct=20.0, idle_other_pct=46.1)
+    assert "DataLoader" not in decide(metrics).evidence  # smaller than the part named: not worth a word

@@ -27,7 +27,8 @@ Decision rule, over the metrics of tracelint.engine.metrics (thresholds: traceli
    ``input-bound`` when ``idle_data_wait_pct`` >= ``input-bound-data-wait-pct`` (default 50) — the launching
    thread spent at least half of the GPU's idle time inside DataLoader ``__next__``;
    ``cpu-bound`` otherwise — the rest of the idle time is the host synchronizing, launching work, or running
-   un-profiled Python; the evidence names the largest of those parts.
+   un-profiled Python; the evidence names the largest of those parts, and the DataLoader wait too where it is
+   larger than that part (under the input-bound threshold, it is still the largest single cause).
 
 A trace without ProfilerStep spans is judged over the whole trace, and its evidence says so.
 
@@ -203,4 +204,6 @@ def _decide(metrics: dict, config: Config, *, cpu_only: bool, truncated: bool, w
     per_step = M.KERNELS_PER_STEP.of(metrics)
     if cause in ("launch_overhead", "short_gap") and per_step:
         tail = f" ({per_step:.0f} kernels per step, mean {M.MEAN_KERNEL_US.of(metrics) or 0:.1f} µs)"
+    if data > share:  # under the input-bound threshold, yet more than the host part named: say both
+        tail += f"; {_f(data)}% of it the main thread waits in DataLoader.__next__ (input-bound from {_f(data_limit)}%)"
     return Verdict(CPU_BOUND, f"cpu-bound: GPU idle {_f(idle)}% {where}; {_f(share)}% of that idle time {text}{tail}")
