@@ -157,3 +157,13 @@ def test_the_profilers_notes_are_held_back_and_the_rest_passes(capfd):
         os.write(2, b"USDT:2026-11-28 00:20:28 4363:4363 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
     err = capfd.readouterr().err
     assert err == "the script's own line\n"
+
+
+def test_a_notebook_is_refused_with_the_way_to_run_it(tmp_path):
+    # #34's trial: `tracelint run nb.ipynb` said only 'not a Python script (.py)'.
+    notebook = tmp_path / "nb.ipynb"
+    notebook.write_text("{}")
+    with pytest.raises(UsageProblem) as refused:
+        parse_command([str(notebook)])
+    assert str(refused.value) == (f"{notebook}: a notebook; tracelint run runs a script: `jupyter nbconvert --to "
+                                  f"script {notebook}` makes one (`tracelint {notebook}` lints the notebook as it is)")

@@ -91,6 +91,9 @@ def parse_command(command: Sequence[str], module: str | None = None) -> Target:
     path = Path(head)
     if not path.is_file():
         raise UsageProblem(f"{head}: no such file")
+    if path.suffix == ".ipynb":
+        raise UsageProblem(f"{head}: a notebook; tracelint run runs a script: `jupyter nbconvert --to script {head}` "
+                           f"makes one (`tracelint {head}` lints the notebook as it is)")
     if path.suffix != ".py":
         raise UsageProblem(f"{head}: not a Python script (.py)")
     return Target("script", head, tuple(_drop_separator(command[1:])))
