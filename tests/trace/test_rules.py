@@ -248,3 +248,65 @@ def test_explicit_synchronize_per_step():
         s.launch("ampere_sgemm_128x64_nn", t0 + 10, t0 + 20, 800.0)
         s.runtime("cudaDeviceSynchronize", t0 + 30, 790.0)
     assert "TL105" in _codes(_report(s))
+
+
+# A loop with both syncs of the trial's cnn.py (issue 34): `.item()` and `if loss > 5:` in one function.
+CNN = """\
+import torch
+
+
+def train(model, opt, loader, on_step=None):
+    correct = 0
+    for step, (x, y) in enumerate(loader):
+        out = model(x.cuda())
+        loss = out.sum()
+        loss.backward()
+        opt.step()
+        if step % 10 == 0:
+            print(step)
+        correct += (out.argmax(1) == y.cuda()).sum().item()
+        if loss > 5:
+            print("diverging")
+        if on_step is not None:
+            on_step()
+"""
+
+
+def _readback(s: Synth, t0: float, *ops: str) -> float:
+    """A sync under nested CPU ops (outermost first), as a CUDA scalar read shows: copy, then stream synchronize."""
+    for depth, name in enumerate(ops):
+        s.op(name, t0 + depth, 300.0 - 2 * depth)
+    s.launch("Memcpy DtoH (Device -> Pinned)", t0 + 10, t0 + 200, 2.0, kind="gpu_memcpy", api="cudaMemcpyAsync")
+    s.runtime("cudaStreamSynchronize", t0 + 20, 270.0)
+    return t0 + 300.0
+
+
+def _cnn_report(tmp_path, script: str):
+    (tmp_path / "train.py").write_text(script)
+    s = Synth()
+    for i in range(3):
+        t0 = 10_000.0 * i
+        s.step(i + 1, t0, 2000.0)
+        s.frame("train.py(4): train", t0, 2000.0)
+        s.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", t0 + 10, t0 + 20, 900.0)
+        t = _readback(s, t0 + 100, "aten::item", "aten::_local_scalar_dense")  # correct += (...).item()
+        _readback(s, t + 50, "aten::is_nonzero", "aten::item", "aten::_local_scalar_dense")  # if loss > 5:
+    s.meta["deviceProperties"] = [{"id": 0, "name": "NVIDIA H100", "totalGlobalMem": 80 * 2**30, "computeMajor": 9}]
+    return report_from_model(str(tmp_path / "t.pt.trace.json"), build_model([s.events], lambda: s.meta))
+
+
+def test_truth_value_sync_is_tl103_and_the_item_beside_it_stays_tl101(tmp_path):
+    """Both syncs went to TL101, "2 times per step" at the `.item()` line, and the `if` had no trace twin."""
+    report = _cnn_report(tmp_path, CNN)
+    item, test = _one(report, "TL101"), _one(report, "TL103")
+    assert "1 time per step (3 of 3 steps)" in item.message and item.location.source.line == 13
+    assert "1 time per step (3 of 3 steps)" in test.message and test.location.source.line == 14
+    assert test.location.event == "aten::is_nonzero" and "truth value" in test.message
+
+
+def test_truth_value_line_is_not_guessed_among_several_tests(tmp_path):
+    """Two lines that may test a tensor: neither is taken, the finding keeps the function's line from the stack."""
+    script = CNN.replace("        if loss > 5:\n", "        if loss < best:\n            best = loss\n"
+                                                  "        if loss > 5:\n")
+    test = _one(_cnn_report(tmp_path, script), "TL103")
+    assert test.location.source.line == 4

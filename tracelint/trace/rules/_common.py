@@ -65,10 +65,11 @@ def mib(nbytes: float | None) -> str:
 # Python frames in a trace name the called function's file and its first line (or, for a frame already running when
 # profiling started, the line it was on then), never the statement that made the call. When the user's file is at
 # hand, the statement is found by looking for the op's spelling in that function.
-def refine_source(source: SourceLocation | None, trace_path: str,
-                  pattern: re.Pattern[str] | None) -> SourceLocation | None:
+def refine_source(source: SourceLocation | None, trace_path: str, pattern: re.Pattern[str] | None, *,
+                  only_one: bool = False) -> SourceLocation | None:
     """``source`` moved to the first line of its function that matches ``pattern`` when the trace's own place names
-    the file (``_read_lines``); else the stack's line as it is."""
+    the file (``_read_lines``); else the stack's line as it is. ``only_one``: only where no other line of the
+    function matches (a pattern as loose as an ``if`` test: a wrong line is worse than the function's)."""
     if source is None or pattern is None:
         return source
     lines = _read_lines(source.path, Path(trace_path).resolve())  # resolved here: the cache's key is the file
@@ -82,13 +83,16 @@ def refine_source(source: SourceLocation | None, trace_path: str,
     if def_at is None:
         return source
     indent = len(lines[def_at]) - len(lines[def_at].lstrip())
+    found = []
     for i in range(def_at + 1, len(lines)):
         text = lines[i]
         if text.strip() and len(text) - len(text.lstrip()) <= indent:
             break  # end of the function
         if pattern.search(text.split("#", 1)[0]):
-            return replace(source, line=i + 1)
-    return source
+            found.append(i)
+            if not only_one or len(found) > 1:
+                break
+    return replace(source, line=found[0] + 1) if len(found) == 1 else source
 
 
 @lru_cache(maxsize=64)

@@ -1,8 +1,11 @@
-"""Host-device synchronizations per step, read from the host timeline (trace twins of TL101, TL102, TL105, TL106).
+"""Host-device synchronizations per step, read from the host timeline (trace twins of TL101, TL102, TL103, TL105,
+TL106).
 
 Every blocking runtime call made inside a step (cudaStreamSynchronize, cudaDeviceSynchronize, a blocking cudaMemcpy,
 their hip/cu twins: ``model.SYNC_CALLS``) is attributed to the CPU ops enclosing it on its thread:
-``aten::nonzero`` / ``masked_select`` → TL106, ``aten::item`` / ``_local_scalar_dense`` → TL101, a copy op
+``aten::nonzero`` / ``masked_select`` → TL106, ``aten::is_nonzero`` (``Tensor.__bool__``: ``if`` / ``while`` /
+``assert`` / ``bool()`` / ``max(t1, t2)`` on a tensor, which calls ``aten::item`` underneath) → TL103,
+``aten::item`` / ``_local_scalar_dense`` → TL101, a copy op
 (``aten::to`` / ``_to_copy`` / ``copy_``) that launched a device-to-host memcpy → TL102, and a bare synchronize
 with no aten op around it → TL105. Starting from the sync call is what keeps ``.item()`` on CPU tensors (a
 DataLoader in the main process) out: those have no copy and no synchronize underneath. A pageable host-to-device
@@ -34,6 +37,11 @@ from tracelint.trace.rules._common import finding, ms, refine_source
 from tracelint.trace.verdict import Verdict
 
 _NONZERO = ("aten::nonzero", "aten::masked_select", "aten::nonzero_static")
+# Tensor.__bool__ (if / while / assert / bool() on a tensor) calls aten::is_nonzero over aten::item. float(t), int(t),
+# math.isnan(t) and a tensor used as an index call aten::item directly, as .item() does (torch 2.13, CPU profiler):
+# only .item() has a python_function of its own around it (``<built-in method item of Tensor object at 0x...>``), a
+# frame the model does not keep, so those stay TL101.
+_TRUTH = "aten::is_nonzero"
 _ITEM = ("aten::item", "aten::_local_scalar_dense")
 _COPY = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu", "aten::tolist", "aten::numpy")
 # What torch.cuda.synchronize() and Stream.synchronize() call. Event synchronizations are left out: they are how
@@ -91,6 +99,9 @@ def _classify(chain: list[Op], call: RuntimeCall, copies) -> tuple[str, str, Op 
         if op.name in _NONZERO:
             return "TL106", op.name, op
     for op in chain:
+        if op.name == _TRUTH:
+            return "TL103", op.name, op
+    for op in chain:
         if op.name in _ITEM:
             # report the user-facing op (aten::item) when it is there
             outer = next((o for o in chain if o.name == "aten::item"), op)
@@ -110,7 +121,7 @@ def _classify(chain: list[Op], call: RuntimeCall, copies) -> tuple[str, str, Op 
 
 
 def sync_sites(analysis: TraceAnalysis) -> list[SyncSite]:
-    """Every readback/synchronize site of the trace's steps (computed once per analysis, shared by the 4 rules)."""
+    """Every readback/synchronize site of the trace's steps (computed once per analysis, shared by the 5 rules)."""
     return analysis.memo("sync_sites", _sync_sites)
 
 
@@ -153,6 +164,7 @@ class _SyncRule(TraceRule):
     code = ""
     what = ""
     pattern: re.Pattern[str] | None = None  # how the op is spelled in user code (to find the statement)
+    pattern_is_loose = False  # the pattern also matches statements that do not sync: move to a line it alone matches
 
     def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         n_steps = len(analysis.model.steps) or 1
@@ -168,7 +180,7 @@ class _SyncRule(TraceRule):
                 continue
             per_step = site.count / n_steps
             each = site.stall_us / site.count
-            source = refine_source(site.source, analysis.path, self.pattern)
+            source = refine_source(site.source, analysis.path, self.pattern, only_one=self.pattern_is_loose)
             where = f" at {_short(source)}" if source else ""
             if analysis.has_steps:
                 count = (f"{per_step:.3g} time{'s' if per_step != 1 else ''} per step "
@@ -209,6 +221,23 @@ class DeviceToHostCopyInLoop(_SyncRule):
     code = "TL102"
     what = "A device-to-host copy (`.cpu()` / `.tolist()` / `.to('cpu')`)"
     pattern = re.compile(r"\.(?:cpu|tolist|numpy)\(|\.to\(\s*['\"]cpu")
+
+
+class TensorTruthValueInLoop(_SyncRule):
+    code = "TL103"
+    what = "A tensor's truth value (`if` / `while` / `assert` / `bool()` on a tensor: aten::is_nonzero, an `.item()`)"
+    # A test with a comparison, a torch call or .any()/.all(), and none of what marks a host value: None and type
+    # checks, membership, periodic guards (%), shapes and sizes, strings, config attributes, ranks and devices,
+    # counters (step, epoch, i), values already converted (.item(), float(), int()). Even so it matches tests of
+    # Python numbers (`if acc > best:`), hence pattern_is_loose: a line the pattern matches alone in its function.
+    pattern = re.compile(
+        r"^\s*(?:(?:el)?if|while|assert)\b"
+        r"(?!.*(?:\bis\b|\bin\b|%|['\"]|__name__|\b(?:isinstance|hasattr|getattr|callable|len|float|int|str)\("
+        r"|\bis_\w+\(|\.(?:shape|ndim|size\(|dim\(|numel\(|item\()|\b(?:args|cfg|config|hparams|opts?)\."
+        r"|rank|world_size|device|dtype|\b(?:\w*(?:step|epoch|iter|idx|count)\w*|[ijkn])\s*(?:[<>]=?|[=!]=)))"
+        r"(?=.*(?:[<>]=?|[=!]=|\.(?:any|all)\(|\btorch\.))"
+        r"|\bbool\(")
+    pattern_is_loose = True
 
 
 class CudaSynchronizeInLoop(_SyncRule):
