@@ -223,7 +223,7 @@ class DeviceToHostCopyInLoop(_SyncRule):
     pattern = re.compile(r"\.(?:cpu|tolist|numpy)\(|\.to\(\s*['\"]cpu")
 
 
-class TensorTruthValueInLoop(_SyncRule):
+class TensorToPythonScalarInLoop(_SyncRule):
     code = "TL103"
     what = "A tensor's truth value (`if` / `while` / `assert` / `bool()` on a tensor: aten::is_nonzero, an `.item()`)"
     # A test with a comparison, a torch call or .any()/.all(), and none of what marks a host value: None and type
