@@ -139,6 +139,22 @@ def test_the_costliest_rank_is_the_evidence(project):
     assert f.evidence.trace.location.rank == 1 and f.evidence.cost_pct == 4.0
 
 
+def test_a_truth_value_test_pairs_with_its_lint_finding_on_the_recorded_trace(fixture_traces, monkeypatch):
+    """The H200 fixture scalar_test_per_step: `if loss > LOSS_LIMIT:` linted as TL103 and measured as TL103 at the
+    same line is one finding with the trace's cost. The trace called it TL101 at the function's `.item()` line (the
+    loss printed after the loop) and the lint finding was 'not seen in the profiled steps'."""
+    from tracelint.runner import run_paths
+
+    repo = fixture_traces.parent.parent
+    monkeypatch.chdir(repo)
+    result = run_paths(["fixtures/scenarios/scalar_test_per_step.py",
+                        "fixtures/traces/scalar_test_per_step.pt.trace.json.gz"], jobs=1)
+    (f,) = merge(result.findings, result.traces, repo)
+    assert f.code == "TL103" and f.origin == "source" and f.location.line == 56
+    assert f.evidence.match == "same line" and f.evidence.trace.code == "TL103"
+    assert f.evidence.cost_pct == dict(f.evidence.trace.details)["cost_pct_of_step"] > 5
+
+
 def test_cost_of_a_time_per_step_is_over_the_trace_step():
     fill = measured("TL301", None, fill_gpu_us_per_step=500.0)
     assert cost_pct(fill, 10_000.0) == 5.0 and cost_pct(fill, None) is None

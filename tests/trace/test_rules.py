@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import FIXTURE_TRACES
 from tests.trace.synth import Synth
-from tracelint.engine import Config, catalog
+from tracelint.engine import Config, Severity, catalog
 from tracelint.trace import analyze_trace
 from tracelint.trace.analyze import report_from_model
 from tracelint.trace.build import build_model
@@ -38,7 +38,8 @@ def _one(report, code: str):
 # (anti-pattern trace, its rule, traces that must not get that rule)
 PAIRS = [
     ("pageable_copies", "TL202", ["pageable_copies_fixed", "gpu_bound", "gpu_bound_nosched"]),
-    ("item_per_step", "TL101", ["item_per_step_fixed"]),
+    ("item_per_step", "TL101", ["item_per_step_fixed", "scalar_test_per_step"]),
+    ("scalar_test_per_step", "TL103", ["scalar_test_per_step_fixed", "item_per_step", "item_per_step_fixed"]),
     ("item_no_effect", "TL101", ["item_no_effect_fixed"]),
     ("zero_grad_keep", "TL301", ["zero_grad_keep_fixed", "gpu_bound"]),
     ("matmul_fp32", "TL401", ["matmul_tf32", "matmul_bf16", "gpu_bound", "compiled", "dataloader_main_process"]),
@@ -83,6 +84,20 @@ def test_item_finding_points_at_the_item_line(fixture_traces):
     costly = dict(_one(_fixture("item_per_step"), "TL101").details)["stall_us_each"]
     cheap = dict(_one(_fixture("item_no_effect"), "TL101").details)["stall_us_each"]
     assert costly > 1000 > 100 > cheap
+
+
+def test_truth_value_finding_points_at_the_if_line(fixture_traces):
+    """`if loss > LOSS_LIMIT:` (aten::is_nonzero over aten::item) is TL103 at the `if`, not a TL101 at the function's
+    `.item()` line (the loss printed after the loop), and it says what the sync costs."""
+    finding = _one(_fixture("scalar_test_per_step"), "TL103")
+    script = (fixture_traces.parent / "scenarios" / "scalar_test_per_step.py").read_text().splitlines()
+    src = finding.location.source
+    assert src is not None and src.path.endswith("scalar_test_per_step.py")
+    assert script[src.line - 1].strip() == "if loss > LOSS_LIMIT:"
+    assert "1 time per step (2 of 2 steps)" in finding.message and finding.location.event == "aten::is_nonzero"
+    details = dict(finding.details)
+    assert details["cost_pct_of_step"] > 5 and finding.severity is Severity.WARNING
+    assert "TL101" not in _codes(_fixture("scalar_test_per_step"))
 
 
 def test_pageable_finding_measures_the_copies(fixture_traces):

@@ -5,7 +5,8 @@ it, and the list is ordered by that cost.
 Pairing, in this order (a trace finding's line is the one its Python stack gives, tracelint.trace.rules._common):
 
 1. *same line*: the same family (TL1xx, TL2xx, ...) at the same line of the same file (``loss.item()`` linted as
-   TL101 and measured as TL101; ``print(loss)``, TL104, measured as the TL101 sync it makes);
+   TL101 and measured as TL101; ``if loss > 5:`` as TL103 both ways; ``print(loss)``, TL104, measured as the TL101
+   sync it makes);
 2. for the input pipeline (``LOADER_CODES``), whose trace finding points where the batches are used and whose lint
    finding where the loader is built: *the loop over the loader*, when the trace's line is inside a ``for`` loop
    over a name that the lint finding's line binds (``loader = DataLoader(...)`` ... ``for x, y in loader:``);
@@ -46,7 +47,7 @@ LOADER_CODES = frozenset({"TL201", "TL202"})
 # the product of two shares (a share of the idle time times the idle share of the window), or a time per step over
 # the trace's step time.
 COST: tuple[tuple[str, ...], ...] = (
-    ("cost_pct_of_step",),  # TL101, TL102, TL105, TL106: the GPU idle time the syncs cause
+    ("cost_pct_of_step",),  # TL101, TL102, TL103, TL105, TL106: the GPU idle time the syncs cause
     ("host_pct_of_step",),  # TL204
     ("wait_pct_of_step",),  # TL602
     ("pageable_pct_of_window",),  # TL202: the pageable copies' share of the GPU window
