@@ -13,15 +13,19 @@ import pytest
 
 from tracelint.trace.kernels import (
     ATTENTION,
+    CHANNELS_FIRST,
+    CHANNELS_LAST,
     COMMUNICATION,
     CONV,
     ELEMENTWISE,
+    LAYOUT_CONVERSION,
     MATMUL,
     NORMALIZATION,
     OTHER,
     REDUCTION,
     SOFTMAX,
     classify_kernel,
+    memory_layout,
 )
 
 MM, CV, AT, CO, OT = MATMUL, CONV, ATTENTION, COMMUNICATION, OTHER
@@ -601,3 +605,81 @@ def test_deepseek_fp8_and_mi300_conv_time(public_traces):
     mm = sum(t for n, t in times.items() if classes[n].op in (MATMUL, CONV))
     assert 0.10 < mm / compute < 0.6
     assert sum(t for n, t in times.items() if classes[n].op == CONV and classes[n].tensor_core) > 0.5 * mm
+
+
+# --- memory layout (TL405): (name, layout) from the traces noted ------------------------------------------------
+LAYOUTS = [
+    # conv_nchw_bf16 (H200, torch 2.11, cuDNN 9.19, bf16 autocast, NCHW model): cuDNN's transposes around each conv
+    ("void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16, __nv_bfloat16, float, false, true, (cudnnKernel"
+     "DataType_t)0>(cudnn::engines_precompiled::nchw2nhwc_params_t<float>, __nv_bfloat16 const*, __nv_bfloat16*)",
+     LAYOUT_CONVERSION),
+    ("void cudnn::engines_precompiled::nhwcToNchwKernel<__nv_bfloat16, __nv_bfloat16, float, true, false, (cudnnKernel"
+     "DataType_t)0>(cudnn::engines_precompiled::nhwc2nchw_params_t<float>, __nv_bfloat16 const*, __nv_bfloat16*)",
+     LAYOUT_CONVERSION),
+    # tbplugin-resnet50_num_workers_0 (V100, fp32): older cuDNN's spelling
+    ("void nchwToNhwcKernel<float, float, float, true, false, (cudnnKernelDataType_t)0>(int, int, int, int, float "
+     "const*, float*, float, float)", LAYOUT_CONVERSION),
+    # tracelens-mi300-resnet_act_checkpoint (MI300X, bf16 NCHW): MIOpen's transposes for its NHWC convolutions; its
+    # NCHW <-> CNHW transposes say nothing of NHWC
+    ("batched_transpose_32x32_half", LAYOUT_CONVERSION),
+    ("transpose_NCHW2CNHW_V2_2D_WG_off64", None),
+    ("igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt128x128x32_wt32x32x8_ws1x1_wr2x2_ta1x8x2x1_1x4x1x64_tb1x8x2x1_1x4x1x64_gkgs",
+     CHANNELS_LAST),
+    # the convolutions run NHWC in both memory formats (conv_nchw_bf16 and its channels_last twin); an xmma kernel
+    # that writes NCHW (pageable_copies_fixed, fp32) reads as NCHW
+    ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_warpgroupsize1x1x1_g1_execute"
+     "_segment_k_off_kernel__5x_cudnn", CHANNELS_LAST),
+    ("sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4_warpsize2x2x1_"
+     "g1_tensor16x8x8_execute_kernel__5x_cudnn", CHANNELS_FIRST),
+    ("void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8>(cutla"
+     "ss_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8::Params)", CHANNELS_LAST),
+    # PyTorch's batch norm and pooling: NCHW kernels in conv_nchw_bf16, channels-last ones in its twin
+    ("void at::native::batch_norm_backward_kernel<c10::BFloat16, float, float, int>(torch::headeronly::detail::Generic"
+     "PackedTensorAccessor<…>)", CHANNELS_FIRST),
+    ("void at::native::batch_norm_collect_statistics_kernel<at::native::Var, c10::BFloat16, c10::BFloat16, float, int>"
+     "(…)", CHANNELS_FIRST),
+    ("void at::native::batch_norm_collect_statistics_channels_last_kernel<at::native::Var, c10::BFloat16, float, 4>(c10"
+     "::BFloat16 const*, float*, float*, float volatile*, int*, int, int, float)", CHANNELS_LAST),
+    ("void at::native::(anonymous namespace)::max_pool_backward_nchw<c10::BFloat16, float, int>(c10::BFloat16 const*, "
+     "long const*, int, int, int, int, int, int, int, int, int, int, int, int, int, int, c10::BFloat16*)",
+     CHANNELS_FIRST),
+    ("void at::native::(anonymous namespace)::max_pool_forward_nhwc<c10::BFloat16, int>(c10::BFloat16 const*, int)",
+     CHANNELS_LAST),
+    # cuDNN's own NCHW kernels (pageable_copies_fixed, fp32; conv_nchw_bf16)
+    ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 128, true, 1, true>(cudnnTensorStruct, float const*)",
+     CHANNELS_FIRST),
+    ("void cudnn::cnn::reduce_wgrad_nchw_helper<float, __nv_bfloat16>(void*, void const*, float, int, int)",
+     CHANNELS_FIRST),
+    # what says no layout
+    ("void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, "
+     "3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)", None),
+    ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, true, 1>(float, float, float, float)", None),
+    ("nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT", None),
+]
+
+
+@pytest.mark.parametrize(("name", "layout"), LAYOUTS, ids=[n[:60] for n, _ in LAYOUTS])
+def test_memory_layout(name, layout):
+    assert memory_layout(name) == layout
+
+
+def test_conv_fixtures_layouts(fixture_traces):
+    """The bf16 ResNet-50 pair: layout conversions and NCHW batch-norm kernels in the NCHW run only; its convolutions
+    are NHWC in both runs."""
+    def layouts(scenario):
+        path = fixture_traces / f"{scenario}.pt.trace.json.gz"
+        if not path.exists():
+            pytest.skip(f"{scenario} not recorded")
+        arch, names = _kernel_names(path)
+        found: dict = {}
+        for name in names:
+            key = "conv" if classify_kernel(name, arch).op == CONV else "other"
+            found.setdefault((key, memory_layout(name)), set()).add(name)
+        return found
+
+    nchw, channels_last = layouts("conv_nchw_bf16"), layouts("conv_nchw_bf16_fixed")
+    assert ("other", LAYOUT_CONVERSION) in nchw and ("other", LAYOUT_CONVERSION) not in channels_last
+    assert any("batch_norm" in n for n in nchw[("other", CHANNELS_FIRST)])
+    assert not any("batch_norm" in n for n in channels_last.get(("other", CHANNELS_FIRST), ()))
+    for found in (nchw, channels_last):
+        assert ("conv", CHANNELS_FIRST) not in found and ("conv", CHANNELS_LAST) in found

@@ -77,6 +77,17 @@ index kernels are elementwise** with family ``copy`` (``direct_copy_kernel_cuda`
 embedding lookups, KV-cache writes): memory-bound, one element in and one out. GEMM plumbing (split-K reductions,
 cuBLASLt epilogues, cuDNN offset kernels) and what the name does not tell (sorts, top-k, MoE routing) stay
 ``elementwise/other``.
+
+Memory layout (``memory_layout``, read apart from the class: TL405). cuDNN's and MIOpen's fp16/bf16 Tensor Core
+convolutions work in NHWC (channels last): the xmma names state the layouts of input, filter and output
+(``sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_*``), MIOpen's say ``igemm_fwd_gtcx3_nhwc_bf16_*``.
+A model in PyTorch's default NCHW format therefore has its activations and gradients converted around each
+convolution: cuDNN's ``cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16, …>`` and ``nhwcToNchwKernel``
+(``nchwToNhwcKernel<float, …>`` in older cuDNN), MIOpen's ``batched_transpose_32x32_half``. Kernels that have a
+channels-last twin read as ``nchw`` in their NCHW version: PyTorch's batch norm (``batch_norm_backward_kernel`` vs
+``batch_norm_backward_elemt_channels_last_kernel``), pooling (``max_pool_forward_nchw`` vs ``…_nhwc``), cuDNN's
+``bn_fw_tr_1C11_kernel_NCHW`` and ``reduce_wgrad_nchw_helper``, an xmma convolution that writes NCHW
+(``…_nhwckrsc_nchw_…``).
 """
 from __future__ import annotations
 
@@ -675,3 +686,32 @@ def kernel_group(kind: str, name: str, analysis) -> str:
     if kc.family == "copy":
         return "copy"
     return kc.op if kc.op in MEMORY_BOUND_OPS else "other"
+
+
+# --- memory layout (TL405): what a kernel's name says of the memory format of the tensors it works on ---------
+LAYOUT_CONVERSION, CHANNELS_FIRST, CHANNELS_LAST = "conversion", "nchw", "nhwc"
+_CONVERSION = re.compile(r"nchw_?to_?nhwc|nhwc_?to_?nchw|nchw_?2_?nhwc|nhwc_?2_?nchw|^batched_transpose_\d+x\d+_", re.I)
+_XMMA_OUTPUT = re.compile(r"_(?:nhwc|nchw)krsc_(nhwc|nchw)_", re.I)  # input, filter (krsc) and output layouts
+_NATIVE_BATCH_NORM = re.compile(r"(?:^|::)batch_norm_\w+_kernel$")
+
+
+@lru_cache(maxsize=16384)
+def memory_layout(name: str) -> str | None:
+    """``LAYOUT_CONVERSION`` for a transpose between NCHW and NHWC, ``CHANNELS_FIRST`` for a kernel working on NCHW
+    data that has a channels-last version, ``CHANNELS_LAST`` for one working on NHWC data; None when the name says
+    no layout. PyTorch's plain batch-norm kernels also serve 2-D inputs (BatchNorm1d): read them in a conv net."""
+    if _CONVERSION.search(name):
+        return LAYOUT_CONVERSION
+    xmma = _XMMA_OUTPUT.search(name)
+    if xmma:
+        return xmma.group(1).lower()
+    head, kernel = _entry(name)
+    if _NATIVE_BATCH_NORM.search(head):
+        return CHANNELS_LAST if "channels_last" in head else CHANNELS_FIRST
+    fn = f"{head} {kernel}"
+    words = _tokens(fn) | {w.lower() for w in re.split(r"[^A-Za-z0-9]+", fn)}
+    if "cnhw" in words:
+        return None  # MIOpen's NCHW <-> CNHW transposes: whether NHWC data would need them, the name does not tell
+    if "channels_last" in fn.lower() or "nhwc" in words:
+        return CHANNELS_LAST
+    return CHANNELS_FIRST if "nchw" in words else None
