@@ -42,6 +42,7 @@ REASONS: dict[str, Callable[[Finding, Mapping], bool]] = {
     "TL301": lambda f, config: f.location.event.startswith("Optimizer.zero_grad") and _d(f)["fills_per_step"] >= 1,
     "TL302": lambda f, config: _d(f)["peak_memory_bytes"] < _d(f)["device_memory_bytes"] / 4,
     "TL401": lambda f, config: "ffma" in f.location.event,
+    "TL405": lambda f, config: "nchwToNhwc" in f.location.event and _d(f)["nchw_kernel_us_per_step"] > 0,
     "TL501": lambda f, config: _d(f)["kernels_per_step"] >= 50 and _d(f)["launch_delay_us"] <= 50,
     "TL601": lambda f, config: _d(f)["comm_overlap_pct"] < 10,
     "TL602": lambda f, config: _d(f)["straggler_rank"] == 1 and _d(f)["straggler_verdict"] == "cpu-bound",

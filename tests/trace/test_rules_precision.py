@@ -1,6 +1,8 @@
 """TL404 in a trace: fp16/bf16 GEMMs (record_shapes) with a dimension off the Tensor Core tiles; the model's
-ShapedOps it reads."""
+ShapedOps it reads. TL405: fp16/bf16 convolutions of a model in NCHW memory format."""
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -91,3 +93,68 @@ def test_the_model_keeps_usable_shapes_only():
     assert [(o.start, o.dims, o.types) for o in model.shaped_ops] == [
         (0, ((4, 8), (8, 3)), ("c10::Half", "c10::Half")), (10, ((), ()), ("c10::Half", ""))]
     assert len(model.ops) == 4
+
+
+# --- TL405: 16-bit convolutions of a model in NCHW ---------------------------------------------------------------
+TO_NHWC = ("void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16, __nv_bfloat16, float, false, true, "
+           "(cudnnKernelDataType_t)0>(...)")
+BN_NCHW = "void at::native::batch_norm_collect_statistics_kernel<at::native::Var, c10::BFloat16, c10::BFloat16>(...)"
+CONV_BF16 = "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_kernel__5x_cudnn"
+CONV_TF32 = "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32_kernel__5x_cudnn"
+
+
+def _conv_net(conv=CONV_BF16, convert_us=40.0, bn_us=90.0):
+    trace = TraceBuilder().device_properties(name="NVIDIA H200", compute_major=9)
+    for _ in trace.steps(3):
+        for _ in range(10):
+            if convert_us:
+                trace.kernel(TO_NHWC, gpu_us=convert_us, op="aten::cudnn_convolution")
+            trace.kernel(conv, gpu_us=100, op="aten::cudnn_convolution")
+            trace.kernel(BN_NCHW, gpu_us=bn_us, op="aten::native_batch_norm")
+    return trace
+
+
+def _tl405(trace, **thresholds):
+    return [f for f in analyze(trace, thresholds=thresholds or None).findings if f.code == "TL405"]
+
+
+def test_tl405_gives_the_conversions_the_nchw_kernels_and_the_estimate():
+    (found,) = _tl405(_conv_net())
+    details = dict(found.details)
+    assert details["layout_conversions_per_step"] == 10
+    assert details["conversion_us_per_step"] == pytest.approx(400.0)
+    assert details["nchw_kernel_us_per_step"] == pytest.approx(900.0)
+    assert details["estimated_saving_us_per_step"] == pytest.approx(400.0 + 0.56 * 900.0)
+    assert "channels_last" in found.message and "nchwToNhwcKernel" in found.message
+
+
+def test_tl405_silent_on_fp32_convs_without_conversions_and_below_the_threshold():
+    assert _tl405(_conv_net(conv=CONV_TF32)) == []  # TF32 convolutions: out of scope
+    assert _tl405(_conv_net(convert_us=0)) == []  # no conversion: the NCHW batch norm alone proves no NCHW conv net
+    assert _tl405(_conv_net(convert_us=5, bn_us=1)) == []  # 6 µs of 106: 5.7 % of the step window
+    assert _tl405(_conv_net(), **{"nchw-conv-min-pct": 80}) == []
+
+
+def test_tl405_on_the_resnet50_fixtures(fixture_traces):
+    """conv_nchw_bf16 is reported, with the estimate near what channels_last measured; its channels_last twin and the
+    fp32 ResNet-50 fixtures (which convert layouts too) are not."""
+    from tracelint.trace import analyze_trace
+
+    def findings(name):
+        path = fixture_traces / f"{name}.pt.trace.json.gz"
+        if not path.exists():
+            pytest.skip(f"{name} not recorded")
+        return [f for f in analyze_trace(path).findings if f.code == "TL405"]
+
+    (found,) = findings("conv_nchw_bf16")
+    details = dict(found.details)
+    manifest = json.loads((fixture_traces / "manifest.json").read_text())["traces"]
+    measured_us = 1e3 * (manifest["conv_nchw_bf16"]["ground_truth"]["median_ms"]
+                         - manifest["conv_nchw_bf16_fixed"]["ground_truth"]["median_ms"])
+    assert details["layout_conversions_per_step"] > 200
+    assert details["conversion_us_per_step"] < details["estimated_saving_us_per_step"] < 1.1 * measured_us
+    assert details["estimated_saving_us_per_step"] > 0.8 * measured_us
+    script = (fixture_traces.parent / "scenarios" / "conv_nchw_bf16.py").read_text().splitlines()
+    assert "resnet50().to(" in script[found.location.source.line - 1]  # where the model is put on the device
+    for name in ("conv_nchw_bf16_fixed", "pageable_copies_fixed", "dataloader_main_process_fixed"):
+        assert findings(name) == [], name

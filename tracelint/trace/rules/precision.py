@@ -1,6 +1,7 @@
 """Precision and Tensor Cores: fp32 matmul/conv time on the CUDA cores of a GPU that has Tensor Cores (TL401),
-attention computed by separate matmul and softmax kernels instead of a fused Tensor Core kernel (TL402), and fp16/bf16
-GEMMs whose shapes miss the Tensor Core tiles (TL404)."""
+attention computed by separate matmul and softmax kernels instead of a fused Tensor Core kernel (TL402), fp16/bf16
+GEMMs whose shapes miss the Tensor Core tiles (TL404), and fp16/bf16 convolutions of a model in NCHW memory format,
+converted to and from the NHWC layout of the Tensor Core kernels (TL405)."""
 from __future__ import annotations
 
 import re
@@ -11,10 +12,10 @@ from dataclasses import replace
 from tracelint.engine import Config, Finding
 from tracelint.engine import metrics as M
 from tracelint.trace.analysis import TraceAnalysis
-from tracelint.trace.kernels import name_arch
+from tracelint.trace.kernels import CHANNELS_FIRST, CONV, LAYOUT_CONVERSION, memory_layout, name_arch
 from tracelint.trace.model import KERNEL, ShapedOp
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, launched_under, ms, pct
+from tracelint.trace.rules._common import finding, launched_under, ms, pct, refine_source
 from tracelint.trace.verdict import Verdict
 
 
@@ -214,3 +215,72 @@ class GemmShapeOffTensorCoreTiles(TraceRule):
         yield finding(self, message, loc, off_tile_pct_of_gemm_time=round(share, 2),
                       off_tile_us_per_step=round(off_us / n_steps, 1), off_tile_shapes=len(ranked),
                       largest=f"{name} {shapes}", largest_us_per_step=round(top_us / n_steps, 1))
+
+
+_SIXTEEN_BIT = frozenset({"bf16", "fp16"})
+# The share of the NCHW kernels' time that their channels_last versions saved on the project's ResNet-50 fixture
+# (conv_nchw_bf16 and its twin; bf16 autocast, batch 128, H200, torch 2.11): batch norm, max pooling and cuDNN's
+# wgrad helper 31.6 ms per step in NCHW, 13.8 ms in channels_last. With the conversions' 6.3 ms this estimates 23.9 ms
+# of the 25.2 ms the step lost (54.5 -> 29.3 ms per step without the profiler).
+NCHW_KERNEL_SAVING = 0.56
+_MODEL_TO_DEVICE = re.compile(r"\.to\(|\.cuda\(")
+
+
+class HalfPrecisionConvWithoutChannelsLast(TraceRule):
+    """fp16/bf16 convolutions (at least half of the convolution kernels' time) and layout conversions between NCHW
+    and NHWC in the steps: the model runs in the default NCHW memory format while the Tensor Core convolutions work in
+    NHWC. The cost is the conversions plus the kernels that run their NCHW version (tracelint.trace.kernels.
+    memory_layout), against the step window, as TL401 measures."""
+
+    code = "TL405"
+
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
+        window = M.GPU_WINDOW_US.of(analysis.metrics)
+        if not window:
+            return
+        conv_us = half_us = 0.0
+        conversions: dict[str, list] = {}
+        nchw_us = 0.0
+        for g in analysis.gpu_events:
+            if g.kind != KERNEL or g.step is None:
+                continue
+            us = g.end - g.start
+            kc = analysis.kernel_class(g.name)
+            if kc.op == CONV:
+                conv_us += us
+                half_us += us if kc.precision in _SIXTEEN_BIT else 0.0
+            layout = memory_layout(g.name)
+            if layout == LAYOUT_CONVERSION:
+                conversions.setdefault(g.name, []).append(g)
+            elif layout == CHANNELS_FIRST:
+                nchw_us += us
+        if not conversions or not conv_us or half_us < conv_us / 2:
+            return  # fp32/TF32 convolutions are out of the rule's scope (its doc says why)
+        convert_us = sum(g.end - g.start for items in conversions.values() for g in items)
+        share = 100.0 * (convert_us + nchw_us) / window
+        if share < config.threshold("nchw-conv-min-pct"):
+            return
+        n_steps = len(analysis.model.steps) or 1
+        saving = convert_us + NCHW_KERNEL_SAVING * nchw_us
+        top_name, top = max(conversions.items(), key=lambda kv: sum(g.end - g.start for g in kv[1]))
+        short = top_name if len(top_name) <= 80 else top_name[:77] + "..."
+        count = sum(len(items) for items in conversions.values())
+        message = (f"fp16/bf16 convolutions run on NCHW (channels-first) data: {count / n_steps:.0f} layout "
+                   "conversions per step to and from NHWC, the layout of the 16-bit convolution kernels, take "
+                   f"{ms(convert_us / n_steps)} per step ({pct(100.0 * convert_us / window)} of the step window; "
+                   f"largest: `{short}`), and kernels that have a channels-last version (batch norm, pooling) run "
+                   f"their NCHW one for {ms(nchw_us / n_steps)} per step ({pct(100.0 * nchw_us / window)}). Put the "
+                   "model and its input in channels_last (`model.to(memory_format=torch.channels_last)`, "
+                   f"`x.to(memory_format=torch.channels_last)`): an estimated {ms(saving / n_steps)} per step "
+                   f"({pct(100.0 * saving / window)} of the step window) saved, the conversions and "
+                   f"{100 * NCHW_KERNEL_SAVING:.0f} % of the NCHW kernels' time (what channels_last saved on them on "
+                   "the project's bf16 ResNet-50 fixture, H200: 54.5 -> 29.3 ms per step, 1.86x)")
+        first = min(top, key=lambda g: g.start)
+        loc = analysis.location(step=first.step, start=first.start, end=first.end, event=top_name)
+        if first.launch is not None:
+            source = analysis.source_at(first.launch.tid, first.launch.start)
+            loc = replace(loc, source=refine_source(source, analysis.path, _MODEL_TO_DEVICE))
+        yield finding(self, message, loc, layout_conversions_per_step=round(count / n_steps, 1),
+                      conversion_us_per_step=round(convert_us / n_steps, 1),
+                      nchw_kernel_us_per_step=round(nchw_us / n_steps, 1),
+                      nchw_pct_of_window=round(share, 2), estimated_saving_us_per_step=round(saving / n_steps, 1))
