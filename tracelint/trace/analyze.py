@@ -160,9 +160,12 @@ def _run_rules(analyses: list[TraceAnalysis], verdicts: list[Verdict],
             found.append((kept, in_job))
 
     for i, (analysis, verdict) in enumerate(zip(analyses, verdicts, strict=True)):
-        for rule in rules:
-            for finding in rule.check(analysis, verdict, config):
-                add(finding, i == 0 and hasattr(rule, "in_job"))
+        fired = [(rule, list(rule.check(analysis, verdict, config))) for rule in rules]
+        causes = [rule for rule, out in fired if out and type(rule).explains is not TraceRule.explains]
+        for rule, out in fired:
+            for finding in out:
+                if not any(cause is not rule and cause.explains(analysis, finding) for cause in causes):
+                    add(finding, i == 0 and hasattr(rule, "in_job"))
     found.sort(key=lambda item: Finding.sort_key(item[0]))
     return [f for f, _ in found], tuple(i for i, (_, in_job) in enumerate(found) if in_job)
 

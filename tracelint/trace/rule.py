@@ -20,6 +20,12 @@ class TraceRule(Rule):
     def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         raise NotImplementedError
 
+    def explains(self, analysis: TraceAnalysis, finding: Finding) -> bool:
+        """Whether another rule's finding on the same device is a symptom of what this rule reported there (asked
+        only when this rule fired on it): the report then names the cause alone. Anomaly detection's readbacks are
+        not a user's ``.item()`` (TL701 explains those TL101s)."""
+        return False
+
 
 class JobRule(TraceRule):
     """Reads the ranks of one job together (tracelint.trace.job: matched collectives, waits, the straggler) and the
