@@ -343,3 +343,12 @@ def test_lint_findings_are_not_called_unseen_where_nothing_could_be_seen(tmp_pat
     header = report_text[:report_text.index("\n\n")]
     assert ("nothing recorded" in header) == (steps == "3")
     assert ("no GPU work" in header) == (steps == "100")
+
+
+def test_a_plan_without_profiler_warm_up_keeps_torchs_warning_about_it_out(project):
+    # Seen by #34's run colleague: '--max-steps 2' plans --warmup 0, and torch warned "Profiler won't be using
+    # warmup, this can skew profiler results" in the middle of the output; tracelint's own note says the plan.
+    proc = tracelint_run(project, *FAST, "--max-steps", "2", "--out", "out", "train_args.py", "--", "--steps", "100")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "won't be using warmup" not in proc.stderr
+    assert "--max-steps 2" in proc.stderr  # the note that says what will be recorded instead

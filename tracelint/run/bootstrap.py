@@ -213,7 +213,9 @@ class Driver:
         options = dict(SETTINGS[self.config["settings"]], activities=activities, on_trace_ready=handler)
         if scheduled:
             p = self.plan
-            options["schedule"] = schedule(wait=p["wait"], warmup=p["warmup"], active=p["active"], repeat=1)
+            with warnings.catch_warnings():  # the plan's note says when it has no warm-up step (--max-steps)
+                warnings.filterwarnings("ignore", message="Profiler won't be using warmup", category=UserWarning)
+                options["schedule"] = schedule(wait=p["wait"], warmup=p["warmup"], active=p["active"], repeat=1)
             self.started_after = self.steps
         try:
             self.prof = profile(**options)
