@@ -1,6 +1,8 @@
 """RunResults built by hand from engine types: what every renderer test feeds its format."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tracelint.engine import (
@@ -65,3 +67,12 @@ def full_result() -> RunResult:
         errors=[InputError("broken.json", "not a trace: unexpected end of data", 3)],
         files_checked=2,
     )
+
+
+def strict_json(text: str):
+    """``text`` parsed as strict parsers do: a NaN or Infinity token fails (json.loads accepts them; a rule's
+    documentation may say "NaN" in a string, which is fine)."""
+    def refuse(token: str):
+        raise AssertionError(f"non-standard JSON token {token}")
+
+    return json.loads(text, parse_constant=refuse)

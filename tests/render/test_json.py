@@ -1,22 +1,17 @@
 """The JSON contract (version 1): keys always present, nulls where a value does not apply, no NaN."""
 from __future__ import annotations
 
-import json
-
 from tracelint.engine import RunResult
 from tracelint.render import render
 
-from .conftest import notebook_finding, source_finding, trace_finding
+from .conftest import notebook_finding, source_finding, strict_json, trace_finding
 
 FINDING_KEYS = {"code", "name", "severity", "message", "origin", "path", "line", "column", "end_line", "end_column",
                 "cell", "fingerprint", "fix", "source", "trace", "details", "evidence"}
 
 
 def _doc(result):
-    # json.loads accepts NaN/Infinity, so also check the text: strict parsers reject them.
-    text = render(result, "json")
-    assert "NaN" not in text and "Infinity" not in text
-    return json.loads(text)
+    return strict_json(render(result, "json"))
 
 
 def test_top_level_keys(full_result):

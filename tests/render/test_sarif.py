@@ -13,7 +13,7 @@ from tracelint.engine import Finding, RunResult, Severity, SourceLocation, Trace
 from tracelint.render import render
 from tracelint.render import sarif as sarif_format
 
-from .conftest import notebook_finding, source_finding, trace_finding
+from .conftest import notebook_finding, source_finding, strict_json, trace_finding
 
 SCHEMA = Path(__file__).resolve().parents[1] / "data" / "sarif" / "sarif-schema-2.1.0.json"
 
@@ -34,9 +34,7 @@ def assert_valid_sarif(log: dict) -> None:
 
 
 def _sarif(result) -> dict:
-    text = render(result, "sarif")
-    assert "NaN" not in text and "Infinity" not in text
-    return json.loads(text)
+    return strict_json(render(result, "sarif"))
 
 
 def assert_github_code_scanning_shape(log: dict) -> None:
