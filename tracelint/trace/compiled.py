@@ -10,6 +10,12 @@
 - A kernel is **graph-replayed** when the call that launched it is a graph launch (``cudaGraphLaunch``,
   ``cuGraphLaunch``, ``hipGraphLaunch``): Kineto joins a replayed graph's kernels to that call.
 
+- A **graph break** shows inside one top-level ``Torch-Compiled Region: N/M`` (the compiled frame's call) as more than
+  one compiled graph call (``CompiledFunction``, ``## Call CompiledFxGraph``) with eager work between them and a
+  nested region of the resume frame, whose Python frame names the breaking line:
+  ``train.py(57): torch_dynamo_resume_in_forward_at_57`` (torch 2.11 on an H200, torch 2.13 on a CPU). Without a
+  break the region holds one call. ``graph_breaks`` lists the stretches between the calls.
+
 ``compiled_kernel_pct`` / ``graph_kernel_pct``: their share of the kernel time launched in the steps;
 ``compiled_launch_pct``: the compiled kernels' share of the kernels launched in the steps; ``graph_launches_per_step``:
 graph launch calls per step. All are None when the device ran no compiled or graph-replayed kernel.
@@ -17,15 +23,20 @@ graph launch calls per step. All are None when the device ran no compiled or gra
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from bisect import bisect_left, bisect_right
+from typing import TYPE_CHECKING, NamedTuple
 
+from tracelint.engine import SourceLocation
 from tracelint.trace.intervals import merge
-from tracelint.trace.model import KERNEL, GpuEvent
+from tracelint.trace.model import KERNEL, SYNC_CALLS, GpuEvent, Op
 
 if TYPE_CHECKING:
     from tracelint.trace.analysis import TraceAnalysis
 
 COMPILED_REGION = re.compile(r"^(?:## Call CompiledFxGraph|Torch-Compiled Region|CompiledFunction)")
+FRAME_REGION = "Torch-Compiled Region"  # Dynamo's call of one compiled frame (its resume frames nest inside)
+GRAPH_CALL = re.compile(r"^(?:CompiledFunction$|## Call CompiledFxGraph)")
+RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<func>.+)_at_(?P<line>\d+)$")
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch", "cudaGraphLaunch_v10000"})
 
 
@@ -62,6 +73,83 @@ def compiled_metrics(analysis: TraceAnalysis, launched: list[GpuEvent], n_window
     m["compiled_regions_per_step"] = round(count / n_windows, 1) if count else None
     m["graph_kernel_pct"] = round(100.0 * graph / total, 2) if graph and total else None
     m["graph_launches_per_step"] = round(graph_calls / n_windows, 1) if graph_calls else None
+
+
+class GraphBreak(NamedTuple):
+    """The eager stretch between two compiled graph calls of one compiled frame's call (a graph break), on the host
+    thread ``tid`` in step index ``step``: from the end of one call to the start of the next."""
+
+    tid: object
+    step: int
+    region: Op  # the top-level Torch-Compiled Region around both calls
+    start: float
+    end: float
+    eager_ops: tuple[str, ...]  # the outermost CPU ops in the stretch (aten::item, ...), in order
+    sync_us: float  # host time blocked in synchronizations in the stretch
+    source: SourceLocation | None  # the breaking line: the resume frame's, else None
+
+
+def graph_breaks(analysis: TraceAnalysis) -> list[GraphBreak]:
+    """The graph breaks inside the steps, on every host thread, by start (computed once per analysis)."""
+    return analysis.memo("graph-breaks", _graph_breaks)
+
+
+def _graph_breaks(analysis: TraceAnalysis) -> list[GraphBreak]:
+    model = analysis.model
+    if not any(name.startswith(FRAME_REGION) for name in model.op_names()):
+        return []
+    syncs: dict[object, list] = {}
+    for call in model.runtime:
+        if call.name in SYNC_CALLS:
+            syncs.setdefault(call.tid, []).append(call)
+    found = []
+    for tid, (starts, ops) in model.ops_by_tid.items():
+        end_of_region = float("-inf")
+        for i, op in enumerate(ops):
+            if not op.name.startswith(FRAME_REGION) or op.start <= end_of_region:
+                continue  # a nested region (a resume frame) is read with its top-level one
+            end_of_region = op.end
+            step = model.step_at(op.start)
+            if step is None:
+                continue
+            inner = ops[i + 1:bisect_right(starts, op.end)]
+            calls, covered = [], float("-inf")
+            for o in inner:  # the outermost graph calls (CompiledFunction holds its ## Call CompiledFxGraph)
+                if GRAPH_CALL.match(o.name) and o.start > covered:
+                    calls.append(o)
+                    covered = o.end
+            if len(calls) < 2:
+                continue
+            source = _resume_line(model, tid, op)
+            for before, after in zip(calls, calls[1:], strict=False):
+                eager: dict[str, None] = {}
+                last = float("-inf")
+                for o in inner:
+                    if o.start < before.end or o.end > after.start or o.start <= last \
+                            or o.name.startswith(FRAME_REGION):
+                        continue  # a resume frame's region is entered: its Dynamo ops are skipped below
+                    last = o.end
+                    if o.name not in _DYNAMO_OPS:
+                        eager[o.name] = None
+                waits = sum(c.end - c.start for c in syncs.get(tid, ()) if before.end <= c.start < after.start)
+                found.append(GraphBreak(tid, step, op, before.end, after.start, tuple(eager), waits, source))
+    found.sort(key=lambda b: b.start)
+    return found
+
+
+# Dynamo's own ops around a compiled call (guards, the wrapper's prologue): not the user's eager work
+_DYNAMO_OPS = frozenset({"TorchDynamo Cache Lookup", "Pregraph bytecode", "AOTDispatcher Runtime Wrapper Prologue"})
+
+
+def _resume_line(model, tid: object, region: Op) -> SourceLocation | None:
+    """The breaking line, from the resume frame's name (``torch_dynamo_resume_in_forward_at_57``) inside the region;
+    None when the break is in library code (its frames are not kept)."""
+    starts, frames = model.frames_by_tid.get(tid, ([], []))
+    for frame in frames[bisect_left(starts, region.start):bisect_right(starts, region.end)]:
+        m = RESUME.match(frame.func)
+        if m is not None:
+            return SourceLocation(frame.file, int(m.group("line")))
+    return None
 
 
 def _inside(union: tuple[list[float], list[float]] | None, ts: float) -> bool:

@@ -1,14 +1,17 @@
-"""Launch overhead: a step whose GPU idles between many short kernels while the host launches them (TL501)."""
+"""Launch overhead and compilation: a step whose GPU idles between many short kernels while the host launches them
+(TL501); a compiled model whose forward breaks into several graphs with eager work between them (TL503)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from tracelint.engine import Config, Finding
 from tracelint.engine import metrics as M
 from tracelint.trace.analysis import TraceAnalysis
+from tracelint.trace.compiled import GraphBreak, graph_breaks
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, pct
-from tracelint.trace.verdict import GPU_BOUND, Verdict
+from tracelint.trace.rules._common import finding, launched_under, ms, pct
+from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, Verdict
 
 
 class LaunchBoundStep(TraceRule):
@@ -39,7 +42,7 @@ class LaunchBoundStep(TraceRule):
         message = (f"launch-bound: the GPU is idle {pct(idle_pct)} of the step window between {per_step:.0f} kernels "
                    f"per step (mean {mean_us:.1f} µs on the GPU, {host_per_kernel:.1f} µs of host time each; a kernel "
                    f"starts {delay_us:.0f} µs after its launch, nothing is queued), and {pct(launch_pct)} of the idle "
-                   f"time the host is busy running ops and launching: {advice(m)}")
+                   f"time the host is busy running ops and launching: {advice(m, len(graph_breaks(analysis)))}")
         model = analysis.model
         step = model.steps[0] if model.steps else None
         loc = analysis.location(step=0 if step else None, start=step.start if step else None,
@@ -49,18 +52,97 @@ class LaunchBoundStep(TraceRule):
                       launch_delay_us=delay_us, launch_idle_pct=round(launch_pct, 2))
 
 
-def advice(m: dict) -> str:
+def advice(m: dict, breaks: int = 0) -> str:
     """What removes launch overhead, for the state the step is in: eager, compiled, or already replaying graphs.
-    No advice to compile a compiled model."""
+    No advice to compile a compiled model; graph breaks named only where TL503 found them (``breaks``)."""
     graph, compiled = M.GRAPH_KERNEL_PCT.of(m) or 0.0, M.COMPILED_KERNEL_PCT.of(m) or 0.0
-    regions = M.COMPILED_REGIONS_PER_STEP.of(m)
-    breaks = f" ({regions:.0f} compiled regions per step)" if regions else ""
+    fewer = "remove its graph breaks (TL503), " if breaks else ""
     if graph >= 50.0:
-        return (f"the step already replays CUDA graphs ({pct(graph)} of the kernel time): capture more of it (fewer "
-                f"graph breaks{breaks}, the optimizer step inside the graph) or give each launch more work (larger "
-                "batches)")
+        return (f"the step already replays CUDA graphs ({pct(graph)} of the kernel time): capture more of it "
+                f"({fewer}the optimizer step inside the graph) or give each launch more work (larger batches)")
     if compiled >= 50.0:
-        return (f"the model is already compiled ({pct(compiled)} of the kernel time): use torch.compile(mode="
-                f"\"reduce-overhead\") so CUDA graphs replace the launches, remove graph breaks{breaks}, or use "
-                "larger batches")
+        return (f"the model is already compiled ({pct(compiled)} of the kernel time): let CUDA graphs replace the "
+                f"launches (mode=\"reduce-overhead\" in its torch.compile call), {fewer}or use larger batches")
     return "use torch.compile (fusion, CUDA graphs), fused optimizers, or larger batches"
+
+
+class GraphBreakInCompiledStep(TraceRule):
+    code = "TL503"
+
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
+        breaks = graph_breaks(analysis)
+        if not breaks:
+            return
+        model = analysis.model
+        n_steps = len(model.steps) or 1
+        if analysis.has_steps and 100.0 * len({b.step for b in breaks}) / n_steps \
+                < config.threshold("graph-break-min-steps-pct"):
+            return  # a break in one step of several: a rare path, not the steady state
+        step_us = M.STEP_CPU_US_MEAN.of(analysis.metrics)
+        host = sum(b.end - b.start for b in breaks)
+        waits = sum(b.sync_us for b in breaks)
+        idle = sum(_gpu_idle(analysis, b) for b in breaks)
+        graphs = _graph_calls(analysis) / n_steps
+        if verdict.kind == CPU_BOUND:
+            floor, basis = host - waits, "the host time between the graphs, less its waits, on this host-bound step"
+        else:
+            floor, basis = idle, "the GPU idle around the breaks"
+
+        def of_step(us: float) -> str:
+            return f" ({pct(100.0 * us / n_steps / step_us)} of the step)" if step_us else ""
+
+        first = breaks[0]
+        ops = ", ".join(dict.fromkeys(op for b in breaks for op in b.eager_ops)) or "Dynamo's own calls"
+        where = f" at {first.source.path}:{first.source.line}" if first.source else ""
+        message = (f"graph break in a compiled model{where}: each step runs {graphs:.0f} compiled graphs, the "
+                   f"compiled frame's call split {len(breaks) / n_steps:.0f} time(s) per step with eager work "
+                   f"between the graphs ({ops}). The host spends {ms(host / n_steps)} per step between them"
+                   f"{of_step(host)}, {ms(waits / n_steps)} of it waiting in a sync, and the GPU idles "
+                   f"{ms(idle / n_steps)} per step around them. Keep the forward traceable (a tensor on the device "
+                   "instead of .item()/.tolist()/print, torch._dynamo.config.capture_scalar_outputs=True for "
+                   "scalars, no Python branch on a tensor; TORCH_LOGS=graph_breaks lists them): the step sheds at "
+                   f"least {ms(floor / n_steps)}{of_step(floor)}, {basis}, plus the fusion across the break, which "
+                   "the trace does not itemize")
+        loc = analysis.location(step=first.step, start=first.start, end=first.end, event=first.region.name,
+                                tid=first.tid)
+        if first.source is not None:
+            loc = replace(loc, source=first.source)
+        yield finding(self, message, loc, compiled_graphs_per_step=round(graphs, 1),
+                      graph_breaks_per_step=round(len(breaks) / n_steps, 1),
+                      eager_host_us_per_step=round(host / n_steps, 1),
+                      sync_wait_us_per_step=round(waits / n_steps, 1),
+                      gpu_idle_us_per_step=round(idle / n_steps, 1),
+                      estimated_saving_us_per_step=round(floor / n_steps, 1))
+
+    def explains(self, analysis: TraceAnalysis, finding: Finding) -> bool:
+        """A readback rule's finding (TL1xx) inside a break's eager stretch, with no more syncs per step than
+        breaks: the sync is the code that breaks the graph, named once, here."""
+        loc = finding.location
+        start = getattr(loc, "start_us", None)
+        if start is None or not finding.code.startswith("TL1"):
+            return False
+        breaks = graph_breaks(analysis)
+        if not any(b.start <= start <= b.end for b in breaks):
+            return False
+        n_steps = len(analysis.model.steps) or 1
+        return dict(finding.details).get("syncs_per_step", 0.0) <= len(breaks) / n_steps + 1e-6
+
+
+def _gpu_idle(analysis: TraceAnalysis, brk: GraphBreak) -> float:
+    """The GPU idle between the work the thread launched up to the end of the break and the first work it launched
+    after it, in the same step: what the break's sync and eager stretch left the GPU without."""
+    step = analysis.model.steps[brk.step] if analysis.model.steps else None
+    before = launched_under(analysis, brk.tid, brk.region.start, brk.end)
+    after = launched_under(analysis, brk.tid, brk.end, step.end if step else brk.region.end)
+    if not before or not after:
+        return 0.0
+    return max(0.0, min(g.start for g in after) - max(g.end for g in before))
+
+
+def _graph_calls(analysis: TraceAnalysis) -> int:
+    """The compiled graphs run in the steps, forward and backward: one ``## Call CompiledFxGraph`` each."""
+    model = analysis.model
+    return sum(1 for op in model.ops if op.name.startswith("## Call CompiledFxGraph")
+               and model.step_at(op.start) is not None) or \
+        sum(1 for op in model.ops if op.name in ("CompiledFunction", "CompiledFunctionBackward")
+            and model.step_at(op.start) is not None)

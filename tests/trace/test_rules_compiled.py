@@ -1,0 +1,83 @@
+"""TL503 in a trace: a graph break in a compiled model (two compiled graphs per forward, eager work between them,
+the breaking line from the resume frame), the readback it explains, and TL501's advice on a compiled model."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracelint.testing import TraceBuilder, analyze
+from tracelint.trace import analyze_paths, analyze_trace
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def _fixture(name: str):
+    path = FIXTURES / "traces" / f"{name}.pt.trace.json.gz"
+    if not path.exists():
+        pytest.skip(f"fixture trace {name} not recorded")
+    return analyze_trace(path)
+
+
+def _compiled_step(trace, *, brk: bool, kernels: int = 20):
+    with trace.span("Torch-Compiled Region: 0/0"):
+        with trace.span("CompiledFunction"):
+            for i in range(kernels):
+                trace.kernel(f"triton_poi_fused_add_{i}", gpu_us=40, api="cuLaunchKernel")
+        if brk:
+            trace.item()
+            start = trace.now
+            with trace.span("Torch-Compiled Region: 1/1"), trace.span("CompiledFunction"):
+                for i in range(kernels):
+                    trace.kernel(f"triton_poi_fused_mul_{i}", gpu_us=40, api="cuLaunchKernel")
+            trace.frame("net.py(7): torch_dynamo_resume_in_forward_at_7", start, trace.now - start)
+
+
+def test_the_recorded_break_is_named_at_its_line_with_its_cost():
+    report = _fixture("compiled_graph_break")
+    (found,) = [f for f in report.findings if f.code == "TL503"]
+    details = dict(found.details)
+    assert details["compiled_graphs_per_step"] == 4 and details["graph_breaks_per_step"] == 1
+    assert found.location.source.path.endswith("compiled_graph_break.py")
+    script = (FIXTURES / "scenarios" / "compiled_graph_break.py").read_text().splitlines()
+    assert ".item()" in script[found.location.source.line - 1]
+    assert "aten::item" in found.message and "4 compiled graphs" in found.message
+    assert "sheds at least" in found.message and "host-bound" in found.message
+    assert details["estimated_saving_us_per_step"] > 0
+    # the .item() is the break: TL101 on it is not reported beside TL503
+    assert "TL101" not in {f.code for f in report.findings}
+
+
+def test_silent_on_the_fixed_twin_and_on_compiled_models_without_breaks():
+    for name in ("compiled_graph_break_fixed", "gpt_compiled", "gpt_compiled_tlprofile", "compiled"):
+        assert "TL503" not in {f.code for f in _fixture(name).findings}, name
+
+
+def test_silent_on_the_shared_corpora(public_traces, multi_gpu_traces):
+    for root in (public_traces, multi_gpu_traces):
+        codes = {f.code for report in analyze_paths([root]) for f in getattr(report, "findings", ())}
+        assert "TL503" not in codes, root
+
+
+def test_a_break_in_one_step_of_several_is_not_the_steady_state():
+    trace = TraceBuilder().device_properties()
+    for i in trace.steps(4):
+        _compiled_step(trace, brk=i == 0)
+    assert "TL503" not in {f.code for f in analyze(trace).findings}
+    assert "TL503" in {f.code for f in analyze(trace, thresholds={"graph-break-min-steps-pct": 25}).findings}
+
+
+def test_a_user_sync_beside_the_break_stays():
+    trace = TraceBuilder().device_properties()
+    for _ in trace.steps(3):
+        _compiled_step(trace, brk=True)
+        trace.item()  # a loss.item() after the forward: not the break
+    codes = [f.code for f in analyze(trace).findings]
+    assert "TL503" in codes and "TL101" in codes
+
+
+def test_launch_bound_compiled_model_is_not_told_to_compile():
+    for name in ("compiled_graph_break", "compiled_graph_break_fixed"):
+        (tl501,) = [f for f in _fixture(name).findings if f.code == "TL501"]
+        assert "use torch.compile" not in tl501.message and "already compiled" in tl501.message
+        assert ("graph breaks (TL503)" in tl501.message) == (name == "compiled_graph_break")
