@@ -51,6 +51,7 @@ REASONS: dict[str, Callable[[Finding, Mapping], bool]] = {
     "TL605": lambda f, config: f.location.event == "Broadcast" and _d(f)["gpus"] == 2,
     "TL606": lambda f, config: _d(f)["redundant_allreduces_per_step"] == 30,
     "TL701": lambda f, config: _d(f)["nan_checks_per_step"] == 20 and "evaluate_function" in f.location.event,
+    "TL702": lambda f, config: _d(f)["blocking_launches_per_step"] == _d(f)["launches_per_step"] == 50,
 }
 
 

@@ -1,4 +1,5 @@
-"""Debugging tools left on in training, seen in the trace: autograd's anomaly detection (TL701).
+"""Debugging tools left on in training, seen in the trace: autograd's anomaly detection (TL701), blocking kernel
+launches (``CUDA_LAUNCH_BLOCKING=1``, TL702).
 
 With ``torch.autograd.set_detect_anomaly(True)`` (or inside ``detect_anomaly()``) the autograd engine checks every
 gradient a backward node computes for NaN: inside each ``autograd::engine::evaluate_function: <Node>`` op it runs
@@ -9,6 +10,11 @@ itemize it. ``detect_anomaly(check_nan=False)`` runs no checks: this rule does n
 
 The checks' readbacks read as a user's ``.item()`` (TL101) and their host time as launch overhead (TL501): where
 anomaly detection is on, this rule names it and explains those findings away (``TraceRule.explains``).
+
+With ``CUDA_LAUNCH_BLOCKING=1`` every launch call returns only once the GPU has finished its work: the
+``cudaLaunchKernel`` / ``cuLaunchKernel`` ends after its kernel ends (100 % of 148 launches per step on the project's
+fixture, 2.8 µs after at least; never more than 2.7 % of a step's launches on any other trace the project holds).
+The trace does not record the environment: this overlap is the evidence.
 """
 from __future__ import annotations
 
@@ -21,7 +27,7 @@ from typing import NamedTuple
 from tracelint.engine import Config, Finding
 from tracelint.engine import metrics as M
 from tracelint.trace.analysis import TraceAnalysis
-from tracelint.trace.model import SYNC_CALLS, Op
+from tracelint.trace.model import MEMCPY, SYNC_CALLS, GpuEvent, Op, RuntimeCall
 from tracelint.trace.rule import TraceRule
 from tracelint.trace.rules._common import finding, ms, pct, refine_source
 from tracelint.trace.verdict import CPU_BOUND, Verdict
@@ -158,3 +164,77 @@ class AutogradAnomalyDetection(TraceRule):
             return False
         n_steps = len(analysis.model.steps) or 1
         return dict(finding.details).get("syncs_per_step", 0.0) <= len(items) / n_steps + 1e-6
+
+
+class BlockingLaunch(NamedTuple):
+    """A launch call in the steps and the GPU work it launched; ``blocks`` when the call ends after all of it."""
+
+    call: RuntimeCall
+    work: tuple[GpuEvent, ...]
+    step: int
+
+    @property
+    def blocks(self) -> bool:
+        return self.call.end >= max(g.end for g in self.work)
+
+    @property
+    def wait_us(self) -> float:
+        """The host's time in the call after the GPU started the work: what it would not wait with a queued launch."""
+        return max(0.0, self.call.end - min(g.start for g in self.work)) if self.blocks else 0.0
+
+
+def launches_in_steps(analysis: TraceAnalysis) -> list[BlockingLaunch]:
+    """The kernel and memset launches of the analysed device inside the steps. Copies are left out: a copy from or
+    to pageable memory blocks the host whatever the setting (TL202, the readbacks of TL1xx)."""
+    work: dict[RuntimeCall, list[GpuEvent]] = {}
+    for g in analysis.gpu_events:
+        if g.launch is not None and g.step is not None and g.kind != MEMCPY:
+            work.setdefault(g.launch, []).append(g)
+    return [BlockingLaunch(call, tuple(events), events[0].step) for call, events in work.items()]
+
+
+class CudaLaunchBlocking(TraceRule):
+    code = "TL702"
+
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
+        launches = launches_in_steps(analysis)
+        n_steps = len(analysis.model.steps) or 1
+        blocking = [launch for launch in launches if launch.blocks]
+        if (not launches or len(launches) / n_steps < config.threshold("launch-blocking-min-launches-per-step")
+                or 100.0 * len(blocking) / len(launches) < config.threshold("launch-blocking-min-pct")):
+            return
+        m = analysis.metrics
+        step_us = M.STEP_CPU_US_MEAN.of(m)
+        busy, idle = (M.GPU_BUSY_US.of(m) or 0.0) / n_steps, (M.GPU_IDLE_US.of(m) or 0.0) / n_steps
+        wait = sum(launch.wait_us for launch in blocking) / n_steps
+        share = 100.0 * len(blocking) / len(launches)
+        message = (f"kernel launches block (CUDA_LAUNCH_BLOCKING=1, or a debugger that sets it): "
+                   f"{len(blocking) / n_steps:.0f} of {len(launches) / n_steps:.0f} launches per step ({pct(share)}) "
+                   "return only after the GPU has finished their work, where a queued launch returns before its "
+                   "kernel starts. The GPU never has more than one kernel queued and idles "
+                   f"{ms(idle)} per step between kernels while the host prepares the next launch; the host waits "
+                   f"{ms(wait)} per step inside the launch calls for kernels already running. Unset it outside "
+                   "debugging (`os.environ[\"CUDA_LAUNCH_BLOCKING\"]` in the script, or the job's environment)")
+        saving = None
+        if step_us:
+            estimate = max(step_us - wait, busy)
+            saving = step_us - estimate
+            message += (f": with the launches queued, the step can approach max(host time less those waits "
+                        f"{ms(step_us - wait)}, GPU busy {ms(busy)}) = {ms(estimate)} against the profiled "
+                        f"{ms(step_us)}, at least {ms(saving)} ({pct(100.0 * saving / step_us)}) per step. An "
+                        "estimate that counts only the waits: blocking launches slow the host's other work too, which "
+                        "the trace does not separate (the project's MLP fixture went from 7.75 to 3.99 ms per step "
+                        "unprofiled, 1.94x, with an estimate of 9 %)")
+        first = blocking[0]
+        loc = analysis.location(step=first.step, start=first.call.start, end=first.call.end, event=first.call.name,
+                                tid=first.call.tid)
+        yield finding(self, message, loc, blocking_launches_per_step=round(len(blocking) / n_steps, 1),
+                      launches_per_step=round(len(launches) / n_steps, 1), blocking_pct=round(share, 1),
+                      launch_wait_us_per_step=round(wait, 1), gpu_idle_us_per_step=round(idle, 1),
+                      gpu_busy_us_per_step=round(busy, 1),
+                      estimated_saving_us_per_step=None if saving is None else round(saving, 1))
+
+    def explains(self, analysis: TraceAnalysis, finding: Finding) -> bool:
+        """TL501: the GPU idles between kernels because each launch waits for the last kernel, not because launching
+        is slow. The setting adds no synchronize calls to the trace, so no sync finding is its symptom."""
+        return finding.code == "TL501"
