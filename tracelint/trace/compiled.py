@@ -15,6 +15,8 @@
   nested region of the resume frame, whose Python frame names the breaking line:
   ``train.py(57): torch_dynamo_resume_in_forward_at_57`` (torch 2.11 on an H200, torch 2.13 on a CPU). Without a
   break the region holds one call. ``graph_breaks`` lists the stretches between the calls.
+- A **compilation inside a step** shows as Dynamo's and Inductor's compile spans (``dynamo``, ``inductor_compile``,
+  ...) with ``compile_id=F/C`` ops naming it: ``step_compilations`` gives each compiling step's compile time and ids.
 
 ``compiled_kernel_pct`` / ``graph_kernel_pct``: their share of the kernel time launched in the steps;
 ``compiled_launch_pct``: the compiled kernels' share of the kernels launched in the steps; ``graph_launches_per_step``:
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from tracelint.engine import SourceLocation
 from tracelint.trace.intervals import merge
-from tracelint.trace.model import KERNEL, SYNC_CALLS, GpuEvent, Op
+from tracelint.trace.model import KERNEL, SYNC_CALLS, Frame, GpuEvent, Op
 
 if TYPE_CHECKING:
     from tracelint.trace.analysis import TraceAnalysis
@@ -160,3 +162,62 @@ def _inside(union: tuple[list[float], list[float]] | None, ts: float) -> bool:
     starts, ends = union
     i = bisect_right(starts, ts) - 1
     return i >= 0 and ts <= ends[i]
+
+
+# Dynamo's and Inductor's compile spans as cpu_ops (torch 2.11 on an H200, 2.13 on a CPU): ``dynamo`` around
+# ``entire_frame_compile`` around ``backend_compile`` around ``inductor_compile`` on the calling thread, the
+# backward's ``inductor_compile`` on autograd's thread, ``<phase> (dynamo_timed)`` spans inside them, and instants
+# ``<phase>_data: compile_id=F/C`` naming the compilation (frame F's C-th recompilation; 0/0: its first compile).
+COMPILE_OPS = frozenset({"dynamo", "entire_frame_compile", "backend_compile", "inductor_compile", "compile_fx_inner"})
+COMPILE_ID = re.compile(r"compile_id=(?P<id>\d+/\d+)")
+REGION_ID = re.compile(r"^Torch-Compiled Region: (?P<id>\d+/\d+)")
+
+
+class StepCompilation(NamedTuple):
+    """The compilation inside one profiled step (index ``step``): its wall time (the union of the compile spans on
+    every thread), the compile ids ``F/C`` compiled in it, the first compile span, and the innermost user frame
+    around it (with_stack traces; its line is the frame's as the trace gives it, not the compiled call's)."""
+
+    step: int
+    compile_us: float
+    ids: tuple[str, ...]
+    first: Op
+    frame: Frame | None
+
+    @property
+    def recompiles(self) -> bool:
+        """A recompilation: a compile id past a frame's first (``F/C``, C > 0), or no id to tell (older torch)."""
+        return not self.ids or any(not i.endswith("/0") for i in self.ids)
+
+
+def step_compilations(analysis: TraceAnalysis) -> list[StepCompilation]:
+    """The profiled steps that compile, by step (computed once per analysis)."""
+    return analysis.memo("step-compilations", _step_compilations)
+
+
+def _step_compilations(analysis: TraceAnalysis) -> list[StepCompilation]:
+    model = analysis.model
+    if not any(n in COMPILE_OPS or n.endswith(" (dynamo_timed)") for n in model.op_names()):
+        return []
+    spans: dict[int, list[Op]] = {}
+    ids: dict[int, dict[str, None]] = {}
+    regions: dict[int, list[Op]] = {}
+    for op in model.ops:
+        step = model.step_at(op.start)
+        if step is None:
+            continue
+        if op.name in COMPILE_OPS or op.name.endswith(" (dynamo_timed)"):
+            spans.setdefault(step, []).append(op)
+        elif (m := COMPILE_ID.search(op.name)) is not None:
+            ids.setdefault(step, {})[m.group("id")] = None
+        elif REGION_ID.match(op.name):
+            regions.setdefault(step, []).append(op)
+    found = []
+    for step, ops in sorted(spans.items()):
+        starts, ends = merge([(o.start, o.end) for o in ops])
+        first = min(ops, key=lambda o: o.start)
+        named = ids.get(step) or {  # without the instants: the regions run after the first compile span
+            REGION_ID.match(r.name).group("id"): None for r in regions.get(step, ()) if r.start >= first.start}
+        found.append(StepCompilation(step, sum(e - s for s, e in zip(starts, ends, strict=True)), tuple(named),
+                                     first, model.user_frame(first.tid, first.start)))
+    return found

@@ -1,14 +1,15 @@
 """Launch overhead and compilation: a step whose GPU idles between many short kernels while the host launches them
-(TL501); a compiled model whose forward breaks into several graphs with eager work between them (TL503)."""
+(TL501); a compiled model whose forward breaks into several graphs with eager work between them (TL503); a compiled
+model that recompiles inside its steady-state steps (TL504)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
 
-from tracelint.engine import Config, Finding
+from tracelint.engine import Config, Finding, SourceLocation
 from tracelint.engine import metrics as M
 from tracelint.trace.analysis import TraceAnalysis
-from tracelint.trace.compiled import GraphBreak, graph_breaks
+from tracelint.trace.compiled import GraphBreak, graph_breaks, step_compilations
 from tracelint.trace.rule import TraceRule
 from tracelint.trace.rules._common import finding, launched_under, ms, pct
 from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, Verdict
@@ -126,6 +127,44 @@ class GraphBreakInCompiledStep(TraceRule):
             return False
         n_steps = len(analysis.model.steps) or 1
         return dict(finding.details).get("syncs_per_step", 0.0) <= len(breaks) / n_steps + 1e-6
+
+
+class RecompilationInSteadyState(TraceRule):
+    code = "TL504"
+
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
+        model = analysis.model
+        if not analysis.has_steps:
+            return  # without steps, compilation cannot be told from the run's warm-up
+        # A step that only compiles frames for the first time (F/0) is warm-up or a new code path's first call; a
+        # recompilation in one step of several (automatic dynamic shapes turning a changed size symbolic) is a stray.
+        found = [c for c in step_compilations(analysis) if c.recompiles]
+        n_steps = len(model.steps)
+        if len(found) < 2 or 100.0 * len(found) / n_steps < config.threshold("recompile-min-steps-pct"):
+            return
+        compile_us = sum(c.compile_us for c in found) / n_steps
+        step_us = M.STEP_CPU_US_MEAN.of(analysis.metrics)
+        share = f" ({pct(100.0 * compile_us / step_us)} of the step)" if step_us else ""
+        ids = ", ".join(dict.fromkeys(i for c in found for i in c.ids)) or "not named in this trace"
+        first = found[0]
+        frame = first.frame
+        where = (f"; the stacks put the compiled call inside {frame.func} ({frame.file}:{frame.line}, the frame's "
+                 "line as the trace records it)") if frame is not None else ""
+        message = (f"recompilation in steady state: Dynamo and Inductor compile inside {len(found)} of {n_steps} "
+                   f"profiled steps, {ms(compile_us)} per step{share} (compile ids {ids}: frame/recompilation)"
+                   f"{where}. The trace does not record the guard that failed (TORCH_LOGS=recompiles prints it): "
+                   "usually a Python int or float argument or attribute that changes every step, or a changing "
+                   "shape under dynamic=False. Pass the value as a tensor, torch._dynamo.mark_dynamic the changing "
+                   "dimension, or compile with dynamic=True: each step sheds up to the compile time inside it, "
+                   f"{ms(compile_us)}. After recompile_limit (8) recompilations Dynamo runs the frame eagerly, "
+                   "silently")
+        loc = analysis.location(step=first.step, start=first.first.start, end=first.first.end,
+                                event=first.first.name, tid=first.first.tid)
+        if frame is not None:
+            loc = replace(loc, source=SourceLocation(frame.file, frame.line))
+        yield finding(self, message, loc, compiling_steps=len(found), profiled_steps=n_steps,
+                      compile_us_per_step=round(compile_us, 1), compile_ids=ids,
+                      estimated_saving_us_per_step=round(compile_us, 1))
 
 
 def _gpu_idle(analysis: TraceAnalysis, brk: GraphBreak) -> float:
