@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
+from collections.abc import Collection
 from dataclasses import replace
 from functools import lru_cache
 from operator import attrgetter
@@ -43,6 +44,12 @@ def _launch_index(analysis) -> dict[object, tuple[list[float], list]]:
 
 
 _launch_start = attrgetter("launch.start")
+
+
+def in_few_steps(analysis, steps: Collection, min_pct: float) -> bool:
+    """A pattern seen in ``steps`` (step indices) runs in fewer than ``min_pct`` percent of the profiled steps: a
+    rare path (periodic logging, one debugging step), not the steady state. Never for a trace without steps."""
+    return analysis.has_steps and 100.0 * len(steps) / (len(analysis.model.steps) or 1) < min_pct
 
 
 def ms(us: float | None) -> str:

@@ -29,7 +29,7 @@ from tracelint.engine import metrics as M
 from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.model import MEMCPY, SYNC_CALLS, GpuEvent, Op, RuntimeCall
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, ms, pct, refine_source
+from tracelint.trace.rules._common import finding, in_few_steps, ms, pct, refine_source
 from tracelint.trace.verdict import CPU_BOUND, Verdict
 
 _NODE = "autograd::engine::evaluate_function: "
@@ -113,7 +113,7 @@ class AutogradAnomalyDetection(TraceRule):
         model = analysis.model
         n_steps = len(model.steps) or 1
         steps = {c.step for c in checks}
-        if analysis.has_steps and 100.0 * len(steps) / n_steps < config.threshold("anomaly-min-steps-pct"):
+        if in_few_steps(analysis, steps, config.threshold("anomaly-min-steps-pct")):
             return  # detect_anomaly() around one step of several: debugging, on purpose
         step_us = M.STEP_CPU_US_MEAN.of(analysis.metrics)
         host = sum(c.end - c.start for c in checks)

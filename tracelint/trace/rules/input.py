@@ -13,7 +13,7 @@ from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.metrics import is_dataloader_next
 from tracelint.trace.model import H2D, PAGEABLE, GpuEvent, Op
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, mib, ms, pct, refine_source
+from tracelint.trace.rules._common import finding, in_few_steps, mib, ms, pct, refine_source
 from tracelint.trace.rules.sync import enclosing_ops
 from tracelint.trace.verdict import Verdict
 
@@ -152,7 +152,7 @@ class TensorBuiltOnHost(TraceRule):
         n_steps = len(analysis.model.steps) or 1
         step_us = M.STEP_CPU_US_MEAN.of(analysis.metrics) or 0.0
         for site in sites.values():
-            if 100.0 * len(site.steps) / n_steps < config.threshold("host-built-min-steps-pct"):
+            if in_few_steps(analysis, site.steps, config.threshold("host-built-min-steps-pct")):
                 continue
             if not step_us or 100.0 * site.host_us / n_steps / step_us < config.threshold("host-built-min-step-pct"):
                 continue

@@ -11,7 +11,7 @@ from tracelint.engine import metrics as M
 from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.compiled import GraphBreak, graph_breaks, step_compilations
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, launched_under, ms, pct
+from tracelint.trace.rules._common import finding, in_few_steps, launched_under, ms, pct
 from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, Verdict
 
 
@@ -76,8 +76,7 @@ class GraphBreakInCompiledStep(TraceRule):
             return
         model = analysis.model
         n_steps = len(model.steps) or 1
-        if analysis.has_steps and 100.0 * len({b.step for b in breaks}) / n_steps \
-                < config.threshold("graph-break-min-steps-pct"):
+        if in_few_steps(analysis, {b.step for b in breaks}, config.threshold("graph-break-min-steps-pct")):
             return  # a break in one step of several: a rare path, not the steady state
         step_us = M.STEP_CPU_US_MEAN.of(analysis.metrics)
         host = sum(b.end - b.start for b in breaks)
@@ -140,7 +139,7 @@ class RecompilationInSteadyState(TraceRule):
         # recompilation in one step of several (automatic dynamic shapes turning a changed size symbolic) is a stray.
         found = [c for c in step_compilations(analysis) if c.recompiles]
         n_steps = len(model.steps)
-        if len(found) < 2 or 100.0 * len(found) / n_steps < config.threshold("recompile-min-steps-pct"):
+        if len(found) < 2 or in_few_steps(analysis, found, config.threshold("recompile-min-steps-pct")):
             return
         compile_us = sum(c.compile_us for c in found) / n_steps
         step_us = M.STEP_CPU_US_MEAN.of(analysis.metrics)

@@ -11,7 +11,7 @@ from tracelint.engine import metrics as M
 from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.model import KERNEL
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, launched_under, mib, ms, pct, refine_source
+from tracelint.trace.rules._common import finding, in_few_steps, launched_under, mib, ms, pct, refine_source
 from tracelint.trace.verdict import CPU_BOUND, Verdict
 
 _ZERO_GRAD = re.compile(r"zero_grad\(")
@@ -44,7 +44,7 @@ class ZeroGradKeepsGrads(TraceRule):
                 first = first or (op, work[0])
         if not fills:
             return
-        if analysis.has_steps and 100.0 * len(steps) / n_steps < config.threshold("zero-fill-min-steps-pct"):
+        if in_few_steps(analysis, steps, config.threshold("zero-fill-min-steps-pct")):
             return
         op, work = first
         busy = M.GPU_BUSY_US.of(analysis.metrics)

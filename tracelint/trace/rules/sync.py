@@ -33,7 +33,7 @@ from tracelint.engine import metrics as M
 from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.model import D2H, MEMCPY, SYNC_CALLS, GpuEvent, Op, RuntimeCall
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, ms, refine_source
+from tracelint.trace.rules._common import finding, in_few_steps, ms, refine_source
 from tracelint.trace.verdict import Verdict
 
 _NONZERO = ("aten::nonzero", "aten::masked_select", "aten::nonzero_static")
@@ -173,10 +173,9 @@ class _SyncRule(TraceRule):
         for site in sync_sites(analysis):
             if site.code != self.code:
                 continue
-            if analysis.has_steps:
-                if 100.0 * len(site.steps) / n_steps < min_steps_pct:
-                    continue
-            elif site.count < 2:  # one window: only a repeated sync is a pattern
+            if in_few_steps(analysis, site.steps, min_steps_pct):
+                continue
+            if not analysis.has_steps and site.count < 2:  # one window: only a repeated sync is a pattern
                 continue
             per_step = site.count / n_steps
             each = site.stall_us / site.count
