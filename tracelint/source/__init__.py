@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -78,7 +79,7 @@ def _lint_job(job: tuple[Path, Config, bool, bool, dict | None]) -> tuple[list, 
     from tracelint.source.lint import _Run, lint_in_run
 
     path, config, fix, unsafe, part = job
-    # (entries, on_device, graph_collates, precision, pinned, stepping)
+    # (entries, on_device, graph_collates, precision, pinned, stepping, alone)
     run = _Run(*part) if part is not None else None
     return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe, run=run)
 
@@ -111,19 +112,42 @@ def lint_paths(
         asked = fix and any(config.enabled("TL401") or config.enabled("TL404") for _, config in files)
         precision = program_precision([path for path, _ in files]) if asked else {}
         parts: list[tuple | None] = [({}, False, collates, precision.get(path, frozenset()) if fix else None, {},
-                                      frozenset()) for path, _ in files]
-    else:
-        parts = [None] * len(files)
+                                      frozenset(), False) for path, _ in files]
+    else:  # one file: judged on its own as before; what it calls every step is followed into the project
+        parts = [_ALONE] * len(files)
     jobs = [(path, config, fix, unsafe_fixes, part) for (path, config), part in zip(files, parts, strict=True)]
     results = list(_run_jobs(jobs, progress))
     if progress and jobs:
         print(file=sys.stderr)
-    if len(files) > 1:
-        _follow_calls(jobs, results)
-        if not fix:
+    hidden: dict[Path, set[tuple]] = {}
+    if len(files) > 1 or any(told is not None and told.hot_calls for _, told in results):
+        hidden = _follow_calls(jobs, results, config_for)
+        if len(files) > 1 and not fix:
             _settle_precision(jobs, results)
-    for items, _ in results:
-        yield from items
+    for job, (items, _) in zip(jobs, results, strict=True):
+        if job[0] in hidden:  # a project file the run reached: only what the calls into it bring
+            yield from (f for f in items if isinstance(f, Finding) and _key(f) not in hidden[job[0]])
+        else:
+            yield from items
+
+
+# The part of a file analysed on its own (a one-file run, a project file a call leads to): no entry points yet, its
+# own precision settings (lint._Run).
+_ALONE = ({}, False, frozenset(), None, {}, frozenset(), True)
+REACH_SECONDS = 10.0  # project files are looked for and read for this long per run at most (project.reached)
+
+
+def _key(finding: Finding) -> tuple:
+    loc = finding.location
+    return (finding.code, loc.line, loc.column, loc.cell)
+
+
+def _display(path: Path) -> Path:
+    """A reached project file as findings name it: relative to the working directory when it is below it."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
 
 
 def _run_jobs(jobs: list, progress: bool = False) -> Iterator[tuple[list, object]]:
@@ -141,34 +165,50 @@ def _run_jobs(jobs: list, progress: bool = False) -> Iterator[tuple[list, object
         yield result
 
 
-def _follow_calls(jobs: list, results: list[tuple[list, object]]) -> None:
+def _follow_calls(jobs: list, results: list[tuple[list, object]],
+                  config_for: Callable[[Path], Config]) -> dict[Path, set[tuple]]:
     """Analyse again, with their entry points, the files whose functions other files of the run call every step
-    (runcalls.resolve), and add the findings that brings to their results (in place, before their FileChecked)."""
+    (runcalls.resolve), and add the findings that brings to their results (in place, before their FileChecked).
+    Project files the run did not name that those calls lead to (project.reached) are added to ``jobs`` and
+    ``results``; the keys of the findings they have on their own are returned ({path: keys}): not reported."""
+    from tracelint.source.project import reached
     from tracelint.source.runcalls import MAX_ROUNDS, RunCalls, pinned_parameters, resolve, stepping_calls
 
     index = {job[0]: i for i, job in enumerate(jobs)}
     calls = {job[0]: result[1] or RunCalls() for job, result in zip(jobs, results, strict=True)}
-    done: dict[Path, tuple[dict, bool, frozenset[str], frozenset[str]]] = {}
+    done: dict[Path, tuple] = {}
+    hidden: dict[Path, set[tuple]] = {}
+    deadline = time.monotonic() + REACH_SECONDS
     for _ in range(MAX_ROUNDS):
+        found = sorted(reached(calls)) if time.monotonic() < deadline else []
+        if found:
+            more = [(_display(path), config_for(path), False, False, _ALONE) for path in found]
+            for job, result in zip(more, _run_jobs(more), strict=True):
+                index[job[0]] = len(jobs)
+                jobs.append(job)
+                results.append(result)
+                calls[job[0]] = result[1] or RunCalls()
+                hidden[job[0]] = {_key(f) for f in result[0] if isinstance(f, Finding)}
         entries, device = resolve(calls)
         pinned, stepping = pinned_parameters(calls), stepping_calls(calls)
         collates = jobs[0][4][2]
-        parts = {path: (entries.get(path, {}), path in device, collates, jobs[index[path]][4][3], pinned.get(path, {}),
-                        stepping.get(path, frozenset()))
-                 for path in {*entries, *device, *pinned, *stepping} if path in index}
-        wanted = {path: part for path, part in parts.items()
-                  if part != done.get(path, ({}, False, collates, jobs[index[path]][4][3], {}, frozenset()))}
+
+        def part_of(path: Path) -> tuple:
+            first = jobs[index[path]][4]
+            return (entries.get(path, {}), path in device, first[2], first[3], pinned.get(path, {}),
+                    stepping.get(path, frozenset()), first[6])
+
+        wanted = {path: p for path in {*entries, *device, *pinned, *stepping} if path in index
+                  and (p := part_of(path)) != done.get(path, jobs[index[path]][4])}
         if not wanted:
-            return
+            return hidden
         again = [(path, jobs[index[path]][1], False, False, part) for path, part in wanted.items()]
         for job, (items, more) in zip(again, _run_jobs(again), strict=True):
             path = job[0]
             done[path] = job[4]
             old_items = results[index[path]][0]
-            seen = {(f.code, f.location.line, f.location.column, f.location.cell)
-                    for f in old_items if isinstance(f, Finding)}
-            new = [f for f in items if isinstance(f, Finding)
-                   and (f.code, f.location.line, f.location.column, f.location.cell) not in seen]
+            seen = {_key(f) for f in old_items if isinstance(f, Finding)}
+            new = [f for f in items if isinstance(f, Finding) and _key(f) not in seen]
             if new:
                 found = sorted([*(i for i in old_items if isinstance(i, Finding)), *new], key=Finding.sort_key)
                 rest = [i for i in old_items if not isinstance(i, Finding)]  # its errors, then its FileChecked
@@ -177,6 +217,7 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]]) -> None:
                 old = results[index[path]][1]
                 calls[path] = replace(more, pending=more.pending | old.pending) if old is not None else more
                 results[index[path]] = (results[index[path]][0], calls[path])
+    return hidden
 
 
 def _settle_precision(jobs: list, results: list[tuple[list, object]]) -> None:

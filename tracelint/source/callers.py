@@ -62,6 +62,12 @@ class CallIndex:
         self.calls: dict[str, list[cst.Call]] = {}
         self.functions: list[cst.FunctionDef] = []
         self.instances: dict[str, list[cst.Call]] = {}  # name -> the calls it is assigned (``agent = PPO(...)``)
+        # What may hold a module (Modules): name -> every value assigned to it in the file, ``self.x = v`` -> x -> v,
+        # and a loop's target name -> what the loop iterates (``for block in self.blocks``)
+        self.assigned: dict[str, list[cst.BaseExpression]] = {}
+        self.attributes: dict[str, list[cst.BaseExpression]] = {}
+        self.iterated: dict[str, list[cst.BaseExpression]] = {}
+        self.classes: dict[str, list[cst.ClassDef]] = {}
         set_parent = getattr(tree, "_set_parent", None)
         stack: list[cst.CSTNode] = [tree.module]
         while stack:
@@ -72,17 +78,139 @@ class CallIndex:
                     self.calls.setdefault(name, []).append(node)
             elif isinstance(node, cst.FunctionDef):
                 self.functions.append(node)
-            elif isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
-                for target in node.targets:
-                    if isinstance(target.target, cst.Name):
-                        self.instances.setdefault(target.target.value, []).append(node.value)
+            elif isinstance(node, cst.ClassDef):
+                self.classes.setdefault(node.name.value, []).append(node)
+            elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, cst.Name) and isinstance(node.value, cst.Call):
+                        self.instances.setdefault(target.value, []).append(node.value)
+                    self._assign(target, node.value)
+            elif isinstance(node, (cst.For, cst.CompFor)) and isinstance(node.target, cst.Name):
+                self.iterated.setdefault(node.target.value, []).append(node.iter)
             for child in iter_children(node):
                 if set_parent is not None:
                     set_parent(child, node)
                 stack.append(child)
 
+    def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            self.assigned.setdefault(target.value, []).append(value)
+        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and \
+                target.value.value in _SELF:
+            self.attributes.setdefault(target.attr.value, []).append(value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            pairs = isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements)
+            for i, element in enumerate(target.elements):
+                if pairs:
+                    self._assign(element.value, value.elements[i].value)
+
     def inside(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
         return any(parent is scope for parent in self.tree.ancestors(node))
+
+
+# What an instance call runs: ``model(x)`` calls ``type(model).forward`` through ``nn.Module.__call__``.
+MODULE_METHOD = "forward"
+# Calls that return the module they are given (first argument) or called on (method), as far as which ``forward``
+# runs is concerned: compilers, data-parallel wrappers, moves and mode switches.
+_WRAPPING_FUNCTIONS = frozenset({
+    "compile", "DistributedDataParallel", "DDP", "DataParallel", "FullyShardedDataParallel", "FSDP", "fully_shard",
+    "checkpoint_wrapper", "convert_sync_batchnorm", "optimize", "prepare_model", "to_device",
+})
+_WRAPPING_METHODS = frozenset({
+    "to", "cuda", "half", "float", "bfloat16", "double", "train", "eval", "requires_grad_", "to_empty", "apply",
+    "type", "share_memory", "xpu", "cpu",
+})
+# Containers whose members are called as modules (``self.blocks = nn.ModuleList([...])``; ``nn.Sequential(...)``
+# calls every member in its own forward).
+_CONTAINERS = frozenset({"ModuleList", "Sequential", "ModuleDict", "list", "tuple", "dict"})
+_MAX_HOLDS = 6  # assignments followed from a call's receiver to the constructor call
+
+
+class Modules:
+    """Which classes' ``forward`` a call runs: ``model(x)`` where ``model = Net().cuda()`` (or ``torch.compile(
+    Net())``, DDP/FSDP of it), ``self.block(x)`` where ``self.block = Block()`` in any method of the file, ``layer(x)``
+    in ``for layer in self.layers`` where ``self.layers = nn.ModuleList([Block() ...])``, and ``self.head(x)`` where
+    ``self.head = nn.Sequential(..., Head())``. Names are looked up file-wide by name (every value the file assigns
+    to ``model``), as ``CallIndex.instances`` does for ``agent.update()``: cheap, and a name reused for another
+    module only adds that module's ``forward``."""
+
+    def __init__(self, index: CallIndex) -> None:
+        self.index = index
+        self._held: dict[int, tuple[cst.BaseExpression, ...]] = {}
+
+    def constructors(self, func: cst.BaseExpression) -> tuple[cst.BaseExpression, ...]:
+        """The callee expressions (``Net``, ``models.Net``) of the constructor calls whose instance ``func`` may
+        hold."""
+        key = id(func)
+        known = self._held.get(key)
+        if known is None:
+            found: list[cst.BaseExpression] = []
+            self._holds(func, found, set(), 0)
+            known = self._held[key] = tuple(found)
+        return known
+
+    def _holds(self, expr, found: list, seen: set, depth: int) -> None:
+        if depth > _MAX_HOLDS or id(expr) in seen:
+            return
+        seen.add(id(expr))
+        index = self.index
+        if isinstance(expr, cst.Name):
+            for value in index.assigned.get(expr.value, ()):
+                self._holds(value, found, seen, depth + 1)
+            for source in index.iterated.get(expr.value, ()):
+                self._members(source, found, seen, depth + 1)
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value in _SELF:
+            for value in index.attributes.get(expr.attr.value, ()):
+                self._holds(value, found, seen, depth + 1)
+        elif isinstance(expr, cst.Subscript):
+            self._members(expr.value, found, seen, depth + 1)
+        elif isinstance(expr, cst.Call):
+            name = callee_name(expr)
+            if name in _WRAPPING_METHODS and isinstance(expr.func, cst.Attribute):
+                self._holds(expr.func.value, found, seen, depth + 1)
+            elif name in _WRAPPING_FUNCTIONS and expr.args:
+                self._holds(expr.args[0].value, found, seen, depth + 1)
+            elif name == "Sequential":
+                self._members(expr, found, seen, depth + 1)  # its forward calls each member
+            elif name not in _CONTAINERS and name is not None:
+                found.append(expr.func)
+
+    def _members(self, container, found: list, seen: set, depth: int) -> None:
+        """The modules a container holds: a ModuleList/Sequential/ModuleDict call's arguments, a list, tuple, dict
+        or comprehension's elements, or what a name or attribute bound to one holds."""
+        if depth > _MAX_HOLDS:
+            return
+        if isinstance(container, cst.Call) and callee_name(container) in _CONTAINERS:
+            # Sequential(a, b) holds its arguments; ModuleList([a, b]), ModuleDict({...}) and list(...) their members
+            each = self._holds if callee_name(container) == "Sequential" else self._members
+            for arg in container.args:
+                each(arg.value, found, seen, depth + 1)
+        elif isinstance(container, cst.Call) and callee_name(container) in ("values", "children", "modules") and \
+                isinstance(container.func, cst.Attribute):
+            self._members(container.func.value, found, seen, depth + 1)
+        elif isinstance(container, (cst.List, cst.Tuple, cst.Set)):
+            for element in container.elements:
+                self._holds(element.value, found, seen, depth + 1)
+        elif isinstance(container, cst.Dict):
+            for element in container.elements:
+                if isinstance(element, cst.DictElement):
+                    self._holds(element.value, found, seen, depth + 1)
+        elif isinstance(container, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            self._holds(container.elt, found, seen, depth + 1)
+        elif isinstance(container, cst.DictComp):
+            self._holds(container.value, found, seen, depth + 1)
+        elif isinstance(container, (cst.Name, cst.Attribute)):
+            for value in self._bound_values(container):
+                self._members(value, found, seen, depth + 1)
+
+    def _bound_values(self, expr) -> list[cst.BaseExpression]:
+        if isinstance(expr, cst.Name):
+            return list(self.index.assigned.get(expr.value, ()))
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value in _SELF:
+            return list(self.index.attributes.get(expr.attr.value, ()))
+        return []
+
 
 
 class Callers:
@@ -96,6 +224,38 @@ class Callers:
         self._callers: dict[cst.FunctionDef, list[cst.Call]] = {}
         self._verdicts: dict[cst.FunctionDef, object] = {}
         self._open: set[cst.FunctionDef] = set()
+        self._modules: Modules | None = None
+        self._instance_calls: dict[str, list[cst.Call]] | None = None
+
+    @property
+    def modules(self) -> Modules:
+        if self._modules is None:
+            self._modules = Modules(self.index)
+        return self._modules
+
+    def instance_calls(self, cls: cst.ClassDef) -> list[cst.Call]:
+        """The calls of this file that run ``cls.forward`` (``Modules``), and ``super().forward(...)`` in its
+        subclasses."""
+        if self._instance_calls is None:
+            by_class: dict[str, list[cst.Call]] = {}
+            classes = self.index.classes
+            for calls in self.index.calls.values():
+                for call in calls:
+                    func = call.func
+                    if isinstance(func, cst.Attribute) and func.attr.value == MODULE_METHOD and \
+                            isinstance(func.value, cst.Call) and callee_name(func.value) == "super":
+                        owner = next((p for p in self.tree.ancestors(call) if isinstance(p, cst.ClassDef)), None)
+                        for base in owner.bases if owner is not None else ():
+                            name = dotted_name(base.value)
+                            if name is not None:
+                                by_class.setdefault(name.rsplit(".", 1)[-1], []).append(call)
+                        continue
+                    for built in self.modules.constructors(func):
+                        name = dotted_name(built)
+                        if name is not None and name in classes and self.tree.qualified_name(built) is None:
+                            by_class.setdefault(name, []).append(call)
+            self._instance_calls = by_class
+        return self._instance_calls.get(cls.name.value, [])
 
     @property
     def index(self) -> CallIndex:
@@ -111,12 +271,13 @@ class Callers:
             return known
         name = fn.name.value
         source = getattr(self.tree, "source", None)
-        if source is not None and source.count(name + "(") <= 1 and (name + " (") not in source:
+        module_method = name == MODULE_METHOD
+        if source is not None and source.count(name + "(") <= 1 and (name + " (") not in source and not module_method:
             self._callers[fn] = []  # only its own ``def name(``: never called (the common case; no module walk)
             return []
         index, tree = self.index, self.tree
         owner = _owner(fn, tree)
-        found = []
+        found = list(self.instance_calls(owner)) if module_method and isinstance(owner, cst.ClassDef) else []
         for call in index.calls.get(name, ()):
             func = call.func
             if isinstance(owner, cst.ClassDef):
@@ -168,7 +329,7 @@ class Callers:
             for call in self.callers(fn):
                 loop = self.facts.hot_loop(call, depth + 1)
                 if loop is not None:
-                    description = f"`{fn.name.value}()` (called at {self._where(call)}) in {loop.description}"
+                    description = f"{self._called(call, fn)} in {loop.description}"
                     verdict = HotLoop(loop.node, description, loop.on_device)
                     break
             if verdict is None:
@@ -179,6 +340,22 @@ class Callers:
             self._open.discard(fn)
         self._verdicts[fn] = verdict
         return verdict
+
+    def _called(self, call: cst.Call, fn: cst.FunctionDef | str, with_path: bool = False) -> str:
+        """How a message names the call that runs a function: "`train()` (called at line 11)", and for an instance
+        call "`Net.forward()` (called as `model(x)` at train.py:23)"."""
+        where = self._where(call, with_path)
+        if isinstance(fn, str):  # a qualified target of another file: "pkg.model.Net.forward"
+            name = ".".join(fn.split(".")[-2:]) if fn.endswith("." + MODULE_METHOD) else fn.rsplit(".", 1)[-1]
+        else:
+            owner = _owner(fn, self.tree)
+            name = f"{owner.name.value}.{fn.name.value}" if isinstance(owner, cst.ClassDef) and \
+                fn.name.value == MODULE_METHOD else fn.name.value
+        if callee_name(call) == name.rsplit(".", 1)[-1]:
+            return f"`{name}()` (called at {where})"
+        code = " ".join(self.tree.code_for(call).split())
+        code = code if len(code) <= 40 else code[:39] + "…"
+        return f"`{name}()` (called as `{code}` at {where})"
 
     def _where(self, call: cst.Call, with_path: bool = False) -> str:
         location = self.tree.location(call)
@@ -212,8 +389,9 @@ class Callers:
                 if loop is None:
                     continue
                 seen.update(targets)
-                description = f"`{name}()` (called at {self._where(call, with_path=True)}) in {loop.description}"
-                hot.extend(HotCall(target, description, on_device or loop.on_device) for target in targets)
+                for target in targets:
+                    description = f"{self._called(call, target, with_path=True)} in {loop.description}"
+                    hot.append(HotCall(target, description, on_device or loop.on_device))
         return RunCalls(defines, tuple(hot), on_device, frozenset(anywhere) if on_device else frozenset(),
                         stepping=stepping)
 
@@ -239,6 +417,11 @@ class Callers:
                 cls = self.tree.qualified_name(value.func)
                 if cls is not None:
                     targets.append(f"{cls}.{func.attr.value}")
+        if target is None:  # an instance call: ``model(x)`` with ``model = models.Net()`` runs Net.forward
+            for built in self.modules.constructors(func):
+                cls = self.tree.qualified_name(built)
+                if cls is not None:
+                    targets.append(f"{cls}.{MODULE_METHOD}")
         return [t for t in targets if t.split(".")[0] not in EXTERNAL_MODULES]
 
 

@@ -137,9 +137,9 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     ctx = FileContext(display, doc.text, module, cell_lines=doc.cell_lines, entries=run.entries if run else None,
                       device_from_run=run.on_device if run else False,
                       graph_collates=run.graph_collates if run else frozenset(),
-                      program_precision=run.precision if run else None,
+                      program_precision=run.precision if run and not run.alone else None,
                       own_precision=look.precision if look is not None and look.sites is not None else None,
-                      defer_precision=run is not None and run.precision is None)
+                      defer_precision=run is not None and run.precision is None and not run.alone)
     if look is not None:
         ctx.ast_tree = look.tree
     ctx.pinned_parameters = pinned
@@ -202,6 +202,7 @@ class _Run:
                                                      # the analysis, runcalls.settle)
     pinned: dict[str, frozenset[int | str]] = field(default_factory=dict)  # runcalls.pinned_parameters of the file
     stepping: frozenset[str] = frozenset()  # runcalls.stepping_calls of the file
+    alone: bool = False  # judged on its own settings (a one-file run, a project file a call leads to)
     defines: frozenset[str] | None = None  # the screen's Look.defines (None: Python's parser did not take the file)
     calls: RunCalls | None = None
 

@@ -287,6 +287,11 @@ def guard_polarity(test: cst.BaseExpression, tree: Tree, facts: Facts | None = N
         return 0
     if isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
         func = test.func if isinstance(test, cst.Call) else test
+        name = dotted_name(func) or ""
+        if name.endswith(_EXPORT_ONLY):
+            return 1  # ``if torch.jit.is_scripting():``: only while scripting or exporting the model
+        if name == "self.training":
+            return -1  # a module in training mode: ``if not self.training:`` is an evaluation-only branch
         found = words(tree.code_for(func))
         if found & _RANK_WORDS:
             return 0
@@ -294,6 +299,7 @@ def guard_polarity(test: cst.BaseExpression, tree: Tree, facts: Facts | None = N
     return 0
 
 
+_EXPORT_ONLY = ("is_scripting", "is_tracing", "is_in_onnx_export", "is_exporting")
 _END_WORDS = frozenset({"max", "total", "end", "last", "limit", "stop", "final"})
 _CAP = 32  # ``counter < N`` with a literal N up to this is capped work
 

@@ -179,6 +179,10 @@ def _steppy_loop(loop: ast.AST) -> bool:
                for stmt in loop.body for n in ast.walk(stmt))
 
 
+# The methods an instance call (``model(x)``, ``self.block(x)``) runs (callers.Modules).
+_MODULE_CALLS = frozenset({"forward", "__call__"})
+
+
 def _defines(tree: ast.Module) -> frozenset[str]:
     names: set[str] = set()
     for stmt in tree.body:
@@ -351,6 +355,8 @@ class _Screen:
         # step hook, or from such a function (by name).
         hot: set[str] = set()
         frontier = set(STEP_HOOKS) | {name for name, loops in self.loop_calls if loops[-1] in self.hot_loops}
+        if any(loops[-1] in self.hot_loops for _, loops in self.loop_calls):
+            frontier |= _MODULE_CALLS  # ``model(x)`` in such a loop runs a module's forward (callers.Modules)
         while frontier:
             name = frontier.pop()
             if name not in hot:
@@ -653,6 +659,10 @@ class _Screen:
         if root.id in self.imports:
             return self.imports[root.id].lstrip(".").split(".")[0] not in EXTERNAL_MODULES or \
                 self.imports[root.id].startswith(".")
+        if func is root:  # ``model(x)`` with ``model = Net().cuda()`` (any scope: a prefilter may be loose)
+            return any(isinstance(name, ast.Name) and name.id in self.imports and self._project_call(name, scope)
+                       for values in self.values.values() for value in values.get(root.id, ())
+                       for name in ast.walk(value))
         if isinstance(func, ast.Attribute) and func.value is root:
             for value in self.values.get(scope, {}).get(root.id, ()):
                 if isinstance(value, ast.Call) and value.func is not func:

@@ -1,0 +1,251 @@
+"""Issue #35: syncs in model code reached through ``model(x)``: a module's ``forward`` runs every step when an
+instance of its class is called every step, in the same file, in another file of the run, and in a project file
+the run never named (the project index)."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tracelint.engine import Config, Finding
+from tracelint.source import lint_paths
+
+CONFIG = Config(root=Path("/nonexistent"))
+
+
+def write(root: Path, files: dict[str, str]) -> dict[str, Path]:
+    paths = {}
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        paths[name] = path
+    return paths
+
+
+def findings(paths) -> list[Finding]:
+    return [f for f in lint_paths(list(paths), config_for=lambda _p: CONFIG) if isinstance(f, Finding)]
+
+
+def sites(paths, root: Path) -> list[tuple[str, int, str]]:
+    return sorted((Path(f.location.path).relative_to(root).as_posix(), f.location.line, f.code)
+                  for f in findings(paths))
+
+
+NET = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+            self.scale = torch.ones(8).max().item()          # construction: runs once
+
+        def forward(self, x):
+            y = self.fc(x)
+            if y.abs().max().item() > 1e3:                   # line 12: a sync every forward
+                y = y / 2
+            if not self.training:
+                print(y.mean().item())                       # eval only
+            if torch.jit.is_scripting():
+                y = y + y.sum().item()                       # scripting only
+            return y
+    """)
+
+LOOP = textwrap.dedent("""\
+    for x, y in loader:
+        out = model(x.cuda())
+        loss = (out - y.cuda()).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+    """)
+
+
+# -- in one file ---------------------------------------------------------------------------------------------
+def test_forward_of_an_instance_called_every_step_syncs_every_step(tmp_path):
+    text = NET + "\nmodel = Net().cuda()\n" + LOOP
+    paths = write(tmp_path, {"train.py": text})
+    found = findings(paths.values())
+    assert [(f.code, f.location.line) for f in found] == [("TL101", 12)]
+    # the message names the class's forward and the call that runs it every step
+    assert "`Net.forward()` (called as `model(x.cuda())` at line 22)" in found[0].message
+
+
+def test_forward_of_an_instance_called_once_is_not_reported(tmp_path):
+    text = NET + textwrap.dedent("""\
+        model = Net().cuda()
+        for x, y in loader:
+            loss = (model.fc(x.cuda()) - y.cuda()).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+        print(model(x_test))          # once, after training
+        """)
+    assert findings(write(tmp_path, {"train.py": text}).values()) == []
+
+
+@pytest.mark.parametrize("build", [
+    "model = torch.compile(Net())",
+    "model = torch.nn.parallel.DistributedDataParallel(Net().cuda(), device_ids=[0])",
+    "net = Net()\nmodel = torch.compile(net.to('cuda'))",
+])
+def test_wrappers_are_seen_through(tmp_path, build):
+    text = NET + "\n" + build + "\n" + LOOP
+    found = findings(write(tmp_path, {"train.py": text}).values())
+    assert [(f.code, f.location.line) for f in found] == [("TL101", 12)]
+
+
+def test_submodules_bound_in_init_sequential_modulelist_and_super(tmp_path):
+    text = """\
+        import torch
+        import torch.nn as nn
+
+        class Router(nn.Module):
+            def forward(self, x):
+                counts = torch.bincount(x.argmax(-1)).tolist()       # line 6: per step, through Net.route
+                return counts
+
+        class Block(nn.Module):
+            def forward(self, x):
+                return x * x.sum().item()                            # line 11: per step, through ModuleList
+
+        class Head(nn.Module):
+            def forward(self, x):
+                return torch.masked_select(x, x > 0)                 # line 15: per step, through Sequential
+
+        class Base(nn.Module):
+            def forward(self, x):
+                return x + float(torch.max(x))                       # line 19: per step, through super()
+
+        class Net(Base):
+            def __init__(self):
+                super().__init__()
+                self.route = Router()
+                self.blocks = nn.ModuleList([Block() for _ in range(4)])
+                self.head = nn.Sequential(nn.Linear(8, 8), Head())
+
+            def forward(self, x):
+                self.route(x)
+                for block in self.blocks:
+                    x = block(x)
+                x = super().forward(x)
+                return self.head(x)
+
+        class Unused(nn.Module):
+            def forward(self, x):
+                return x.item()                                      # never called per step
+
+        model = Net().cuda()
+        for x, y in loader:
+            loss = model(x.cuda()).sum()
+            loss.backward()
+            optimizer.step()
+        """
+    assert sites(write(tmp_path, {"train.py": text}).values(), tmp_path) == [
+        ("train.py", 6, "TL102"), ("train.py", 11, "TL101"), ("train.py", 15, "TL106"), ("train.py", 19, "TL103")]
+
+
+def test_a_loss_module_called_as_criterion(tmp_path):
+    text = """\
+        import torch
+        import torch.nn as nn
+
+        class SupConLoss(nn.Module):
+            def forward(self, features, labels):
+                mask = torch.eye(features.shape[0]).to(features.device)     # line 6: built on the host
+                return (features * mask).sum() / labels.numel()
+
+        def set_model():
+            model = nn.Linear(8, 8).cuda()
+            criterion = SupConLoss()
+            return model, criterion
+
+        def train(loader, model, criterion, optimizer):
+            for x, y in loader:
+                loss = criterion(model(x.cuda()), y.cuda())
+                loss.backward()
+                optimizer.step()
+
+        model, criterion = set_model()
+        """
+    assert sites(write(tmp_path, {"train.py": text}).values(), tmp_path) == [("train.py", 6, "TL204")]
+
+
+# -- across files --------------------------------------------------------------------------------------------
+PKG = {
+    "pyproject.toml": "[project]\nname = 'demo'\n",
+    "pkg/__init__.py": "",
+    "pkg/model.py": NET,
+    "train.py": "import torch\nfrom pkg.model import Net\n\nmodel = Net().cuda()\n" + LOOP,
+}
+
+
+def test_forward_in_another_file_of_the_run(tmp_path):
+    paths = write(tmp_path, PKG)
+    found = findings([paths["train.py"], paths["pkg/model.py"]])
+    assert [(Path(f.location.path).name, f.location.line, f.code) for f in found] == [("model.py", 12, "TL101")]
+    assert "`Net.forward()` (called as `model(x.cuda())` at train.py:6)" in found[0].message
+
+
+def test_forward_in_a_project_file_the_run_did_not_name(tmp_path):
+    """pre-commit passes the staged file only: the model's file is found through the project's imports."""
+    paths = write(tmp_path, PKG)
+    found = findings([paths["train.py"]])
+    assert [(Path(f.location.path).relative_to(tmp_path).as_posix(), f.location.line, f.code) for f in found] == [
+        ("pkg/model.py", 12, "TL101")]
+    # and only what the call brings: the reached file's other code is not reported
+    paths["pkg/model.py"].write_text(NET + "\nfor b in loader:\n    print(b.cuda().sum().item())\n")
+    assert [(Path(f.location.path).name, f.location.line) for f in findings([paths["train.py"]])] == [
+        ("model.py", 12)]
+
+
+def test_chains_of_modules_across_files(tmp_path):
+    files = dict(PKG)
+    files["pkg/router.py"] = """\
+        import torch
+        import torch.nn as nn
+
+        class Router(nn.Module):
+            def forward(self, x):
+                return torch.nonzero(x > 0)                         # line 6
+        """
+    files["pkg/model.py"] = """\
+        import torch.nn as nn
+        from .router import Router
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.router = Router()
+
+            def forward(self, x):
+                return self.router(x)
+        """
+    paths = write(tmp_path, files)
+    found = findings([paths["train.py"]])
+    assert [(Path(f.location.path).name, f.location.line, f.code) for f in found] == [("router.py", 6, "TL106")]
+
+
+def test_the_project_index_stays_in_the_project(tmp_path):
+    """A module found outside the project root (the folder of the nearest pyproject.toml or .git) is not read."""
+    files = {
+        "outside/pkg/__init__.py": "",
+        "outside/pkg/model.py": NET,
+        "proj/pyproject.toml": "[project]\nname = 'demo'\n",
+        "proj/train.py": PKG["train.py"],
+    }
+    paths = write(tmp_path, files)
+    assert findings([paths["proj/train.py"]]) == []
+
+
+def test_noqa_at_the_sync_and_a_stable_fingerprint(tmp_path):
+    paths = write(tmp_path, PKG)
+    [before] = findings([paths["train.py"]])
+    paths["train.py"].write_text("import torch\n\n\nfrom pkg.model import Net\n\nmodel = Net().cuda()\n"
+                                 + LOOP)
+    [after] = findings([paths["train.py"]])
+    assert before.fingerprint() == after.fingerprint()
+    model = paths["pkg/model.py"]
+    model.write_text(model.read_text().replace("> 1e3:", "> 1e3:  # noqa: TL101"))
+    assert findings([paths["train.py"]]) == []
