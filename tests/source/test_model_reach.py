@@ -172,6 +172,41 @@ def test_a_loss_module_called_as_criterion(tmp_path):
     assert sites(write(tmp_path, {"train.py": text}).values(), tmp_path) == [("train.py", 6, "TL204")]
 
 
+def test_an_object_built_every_step_runs_its_init_every_step(tmp_path):
+    text = """\
+        import torch
+        import torch.nn as nn
+
+        class SparseDispatcher:
+            def __init__(self, num_experts, gates):
+                self._nonzero = torch.nonzero(gates)                     # line 6: per forward
+                self._part_sizes = (gates > 0).sum(0).tolist()           # line 7: per forward
+
+            def dispatch(self, x):
+                return torch.split(x, self._part_sizes)
+
+        class Table:
+            def __init__(self, counts):
+                self.sizes = counts.tolist()                             # built once: not per step
+
+        class MoE(nn.Module):
+            def forward(self, x):
+                dispatcher = SparseDispatcher(4, x.softmax(-1))
+                return dispatcher.dispatch(x)
+
+        table = Table(torch.ones(4).cuda())
+        model = MoE().cuda()
+        for x, y in loader:
+            loss = model(x.cuda())[0].sum()
+            loss.backward()
+            optimizer.step()
+        """
+    found = findings(write(tmp_path, {"train.py": text}).values())
+    assert [(f.location.line, f.code) for f in found] == [(6, "TL106"), (7, "TL102")]
+    assert "in `SparseDispatcher.__init__()` (called as `SparseDispatcher(4, x.softmax(-1))` at line 18) in " \
+        "`MoE.forward()` (called as `model(x.cuda())` at line 24)" in found[0].message
+
+
 # -- across files --------------------------------------------------------------------------------------------
 PKG = {
     "pyproject.toml": "[project]\nname = 'demo'\n",

@@ -124,6 +124,9 @@ _WRAPPING_METHODS = frozenset({
 # Containers whose members are called as modules (``self.blocks = nn.ModuleList([...])``; ``nn.Sequential(...)``
 # calls every member in its own forward).
 _CONTAINERS = frozenset({"ModuleList", "Sequential", "ModuleDict", "list", "tuple", "dict"})
+# Methods a call runs without naming them (``model(x)``, ``Dispatcher(...)``): messages name them with their class.
+_RUN_BY_CALLS = (MODULE_METHOD, "__init__")
+_CLASS_METHODS = tuple("." + name for name in _RUN_BY_CALLS)
 _MAX_HOLDS = 6  # assignments followed from a call's receiver to the constructor call
 
 
@@ -272,12 +275,16 @@ class Callers:
         name = fn.name.value
         source = getattr(self.tree, "source", None)
         module_method = name == MODULE_METHOD
-        if source is not None and source.count(name + "(") <= 1 and (name + " (") not in source and not module_method:
+        if source is not None and source.count(name + "(") <= 1 and (name + " (") not in source and not module_method \
+                and name != "__init__":
             self._callers[fn] = []  # only its own ``def name(``: never called (the common case; no module walk)
             return []
         index, tree = self.index, self.tree
         owner = _owner(fn, tree)
         found = list(self.instance_calls(owner)) if module_method and isinstance(owner, cst.ClassDef) else []
+        if name == "__init__" and isinstance(owner, cst.ClassDef):  # ``C(...)`` runs ``C.__init__``
+            found += [call for call in index.calls.get(owner.name.value, ())
+                      if isinstance(call.func, cst.Name) and tree.qualified_name(call.func) is None]
         for call in index.calls.get(name, ()):
             func = call.func
             if isinstance(owner, cst.ClassDef):
@@ -346,11 +353,11 @@ class Callers:
         call "`Net.forward()` (called as `model(x)` at train.py:23)"."""
         where = self._where(call, with_path)
         if isinstance(fn, str):  # a qualified target of another file: "pkg.model.Net.forward"
-            name = ".".join(fn.split(".")[-2:]) if fn.endswith("." + MODULE_METHOD) else fn.rsplit(".", 1)[-1]
+            name = ".".join(fn.split(".")[-2:]) if fn.endswith(_CLASS_METHODS) else fn.rsplit(".", 1)[-1]
         else:
             owner = _owner(fn, self.tree)
             name = f"{owner.name.value}.{fn.name.value}" if isinstance(owner, cst.ClassDef) and \
-                fn.name.value == MODULE_METHOD else fn.name.value
+                fn.name.value in _RUN_BY_CALLS else fn.name.value
         if callee_name(call) == name.rsplit(".", 1)[-1]:
             return f"`{name}()` (called at {where})"
         code = " ".join(self.tree.code_for(call).split())
@@ -411,6 +418,8 @@ class Callers:
         func = call.func
         target = self.tree.qualified_name(func)
         targets = [target] if target is not None else []
+        if target is not None and target.rsplit(".", 1)[-1][:1].isupper():  # ``Dispatcher(...)`` runs its __init__
+            targets.append(f"{target}.__init__")
         if target is None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             # every call the name is assigned anywhere in the file (a file-wide table: no per-function walk)
             for value in self.index.instances.get(func.value.value, ()):

@@ -179,8 +179,8 @@ def _steppy_loop(loop: ast.AST) -> bool:
                for stmt in loop.body for n in ast.walk(stmt))
 
 
-# The methods an instance call (``model(x)``, ``self.block(x)``) runs (callers.Modules).
-_MODULE_CALLS = frozenset({"forward", "__call__"})
+# The methods an instance call (``model(x)``, ``self.block(x)``: callers.Modules) or a construction runs.
+_MODULE_CALLS = frozenset({"forward", "__call__", "__init__"})
 
 
 def _defines(tree: ast.Module) -> frozenset[str]:

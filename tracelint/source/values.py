@@ -176,6 +176,7 @@ class Values:
         self._device: bool | None = None
         self._functions: dict[str, cst.FunctionDef] | None = None
         self._configs: dict[tuple[str, cst.Call], bool] = {}
+        self._parameters_open: set[tuple[cst.FunctionDef, str]] = set()  # parameters being judged (recursion)
 
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The function (or module) whose bindings ``node`` sees."""
@@ -337,12 +338,46 @@ class Values:
         if before:
             if self._host_element(name.value, before[-1], table):
                 return Kind.HOST
+            if before[-1].value is None and isinstance(scope, cst.FunctionDef) and len(before) == 1:
+                return self._parameter_kind(scope, name.value, depth)
             return self._binding_kind(before[-1], found, scope, depth)
         if not found and scope is not self.tree.module and self._module_number(name.value):
             return Kind.HOST  # a module constant (``BOS_ID = 50256``)
         # A loop-carried name bound later in the loop: trust it only when every binding agrees.
         kinds = {self._binding_kind(b, found, scope, depth) for b in found}
         return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
+
+    def _parameter_kind(self, fn: cst.FunctionDef, name: str, depth: int) -> Kind:
+        """A parameter's kind from what the file's calls of its function pass (callers.Callers: ``f(x)``,
+        ``self.f(x)``, ``model(x)`` for a module's forward, ``C(x)`` for ``__init__``): the kind every such argument
+        has, else UNKNOWN (no call in the file, a ``*args`` call, arguments of different kinds)."""
+        callers = getattr(self, "callers", None)
+        key = (fn, name)
+        if callers is None or depth > _MAX_DEPTH - 3 or key in self._parameters_open:
+            return Kind.UNKNOWN
+        params = [*fn.params.posonly_params, *fn.params.params]
+        names = [p.name.value for p in params]
+        if name not in names:
+            return Kind.UNKNOWN
+        position = names.index(name) - (1 if names and names[0] in ("self", "cls") else 0)
+        self._parameters_open.add(key)
+        try:
+            kinds = set()
+            for call in callers.callers(fn):
+                if any(arg.star for arg in call.args):
+                    return Kind.UNKNOWN
+                given = [a.value for a in call.args if a.keyword is not None and a.keyword.value == name]
+                positional = [a.value for a in call.args if a.keyword is None]
+                if not given and 0 <= position < len(positional):
+                    given = [positional[position]]
+                if not given:
+                    return Kind.UNKNOWN  # its default (or a mismatched call)
+                kinds.add(self._kind(given[0], self.scope_of(given[0]), None, depth + 1))
+                if len(kinds) > 1 or Kind.UNKNOWN in kinds:
+                    return Kind.UNKNOWN
+            return kinds.pop() if kinds else Kind.UNKNOWN
+        finally:
+            self._parameters_open.discard(key)
 
     def _module_number(self, name: str) -> bool:
         """``name`` is bound at module level only to number literals."""
