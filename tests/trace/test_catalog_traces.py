@@ -49,7 +49,7 @@ REASONS: dict[str, Callable[[Finding, Mapping], bool]] = {
     "TL603": lambda f, config: _d(f)["stage_bubble_pct"] >= 15 and _d(f)["pipeline_bubble_analytic_pct"] > 40,
     "TL604": lambda f, config: _d(f)["bottleneck_stage"] == 3 and _d(f)["stage_imbalance_pct"] >= 20,
     "TL605": lambda f, config: f.location.event == "Broadcast" and _d(f)["gpus"] == 2,
-    "TL606": lambda f, config: _d(f)["redundant_allreduces_per_step"] == 30,
+    "TL606": lambda f, config: _d(f)["redundant_reductions_per_step"] == 30,
     "TL701": lambda f, config: _d(f)["nan_checks_per_step"] == 20 and "evaluate_function" in f.location.event,
     "TL702": lambda f, config: _d(f)["blocking_launches_per_step"] == _d(f)["launches_per_step"] == 50,
 }

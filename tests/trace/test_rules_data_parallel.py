@@ -1,5 +1,5 @@
-"""TL605 (nn.DataParallel) and TL606 (gradient accumulation without no_sync) in traces: synthetic cases and the
-project's 2-GPU fixtures (fixtures/traces/ddp36, 2 × H200), and silence on the shared multi-GPU jobs."""
+"""TL605 (nn.DataParallel) and TL606 (gradient accumulation without no_sync, DDP and FSDP2) in traces: synthetic
+cases and the project's 2-GPU fixtures (fixtures/traces/ddp36, 2 × H200), and silence on the shared multi-GPU jobs."""
 from __future__ import annotations
 
 import json
@@ -52,17 +52,25 @@ def test_tl605_silent_with_one_gpu_at_work():
     assert _found(trace, "TL605") == []
 
 
-def _accumulate(trace, micro=4, reduce_in=None, optimizer=True, per_micro_step_profiler_steps=False):
+DDP = ("DistributedDataParallel.forward", "all_reduce")
+FSDP2 = ("FSDP::root_pre_forward", "reduce_scatter")
+
+
+def _accumulate(trace, micro=4, reduce_in=None, optimizer=True, per_micro_step_profiler_steps=False, wrapper=DDP,
+                reduce_host_us=0.0):
     reduce_in = range(micro) if reduce_in is None else reduce_in
+    forward, collective = wrapper
 
     def micro_step(i):
-        with trace.span("DistributedDataParallel.forward"):
+        with trace.span(forward):
             for _ in range(5):
                 trace.kernel(CONV, gpu_us=300)
         for _ in range(5):
             trace.kernel(CONV, gpu_us=300)
             if i in reduce_in:
-                trace.collective("all_reduce", gpu_us=400, blocking=False)
+                if reduce_host_us:  # FSDP2's host code around each unit's reduce-scatter
+                    trace.cpu("FSDP::post_backward_reduce (layer1.0)", reduce_host_us)
+                trace.collective(collective, gpu_us=400, blocking=False)
 
     if per_micro_step_profiler_steps:  # prof.step() after each micro-step: an optimizer step every `micro` steps
         for i in trace.steps(2 * micro):
@@ -84,10 +92,24 @@ def test_tl606_counts_the_redundant_all_reduces_and_bounds_the_gain_by_their_exp
     _accumulate(trace)
     (found,) = _found(trace, "TL606")
     details = dict(found.details)
-    assert details["micro_steps"] == 4 and details["allreduces_per_step"] == 20
-    assert details["redundant_allreduces_per_step"] == 15
-    assert 0 < details["redundant_exposed_us_per_step"] <= details["redundant_allreduce_us_per_step"]
-    assert found.location.event == "DistributedDataParallel.forward"
+    assert details["micro_steps"] == 4 and details["reductions_per_step"] == 20
+    assert details["redundant_reductions_per_step"] == 15 and details["wrapper"] == "DDP"
+    assert 0 < details["redundant_exposed_us_per_step"] <= details["redundant_reduction_us_per_step"]
+    assert found.location.event == "DistributedDataParallel.forward" and "no_sync()" in found.message
+
+
+def test_tl606_reads_fsdp2_forwards_and_reduce_scatters_with_their_host_code():
+    trace = TraceBuilder().device_properties().distributed(0, 2)
+    _accumulate(trace, wrapper=FSDP2, reduce_host_us=2_000)
+    (found,) = _found(trace, "TL606")
+    details = dict(found.details)
+    assert details["wrapper"] == "FSDP2" and details["collective"] == "reduce_scatter"
+    assert details["reductions_per_step"] == 20 and details["redundant_reductions_per_step"] == 15
+    assert details["redundant_host_us_per_step"] == 15 * 2_000  # the redundant micro-steps' host code only
+    assert found.location.event == "FSDP::root_pre_forward" and "set_requires_gradient_sync(False)" in found.message
+    under_skip = TraceBuilder().device_properties().distributed(0, 2)
+    _accumulate(under_skip, wrapper=FSDP2, reduce_in={3}, reduce_host_us=2_000)
+    assert _found(under_skip, "TL606") == []
 
 
 def test_tl606_silent_under_no_sync_and_without_accumulation():
@@ -106,7 +128,7 @@ def test_tl606_reads_micro_steps_across_profiler_steps():
     trace = TraceBuilder().device_properties().distributed(0, 2)
     _accumulate(trace, per_micro_step_profiler_steps=True)
     (found,) = _found(trace, "TL606")
-    assert dict(found.details)["redundant_allreduces_per_step"] == 15
+    assert dict(found.details)["redundant_reductions_per_step"] == 15
 
 
 DDP36 = "ddp36"
@@ -136,9 +158,27 @@ def test_tl606_on_the_accumulation_fixtures(fixture_traces):
     for path in _job(fixture_traces, "ddp_accum"):
         (found,) = [f for f in analyze_trace(path).findings if f.code == "TL606"]
         details = dict(found.details)
-        assert details["micro_steps"] == 4 and details["redundant_allreduces_per_step"] * 4 == \
-            details["allreduces_per_step"] * 3
+        assert details["micro_steps"] == 4 and details["redundant_reductions_per_step"] * 4 == \
+            details["reductions_per_step"] * 3
     for path in _job(fixture_traces, "ddp_accum_no_sync") + _job(fixture_traces, "ddp_default"):
+        assert not [f for f in analyze_trace(path).findings if f.code == "TL606"], path
+
+
+def test_tl606_on_the_fsdp2_accumulation_fixtures(fixture_traces):
+    """17 FSDP units reduce-scatter in each of 4 backwards; the host-bound rank's estimate is FSDP2's host code
+    around the redundant reduce-scatters (the unprofiled pair gained 54 ms per step, fixtures/traces/ddp36)."""
+    manifest = json.loads((fixture_traces / DDP36 / "manifest.json").read_text())["jobs"]
+    gained_ms = (manifest["fsdp2_accum"]["ranks"]["0"]["ground_truth"]["median_ms"]
+                 - manifest["fsdp2_accum_no_sync"]["ranks"]["0"]["ground_truth"]["median_ms"])
+    assert gained_ms > 0
+    for path in _job(fixture_traces, "fsdp2_accum"):
+        report = analyze_trace(path)
+        (found,) = [f for f in report.findings if f.code == "TL606"]
+        details = dict(found.details)
+        assert details["wrapper"] == "FSDP2" and details["micro_steps"] == 4
+        assert (details["reductions_per_step"], details["redundant_reductions_per_step"]) == (68, 51)
+        assert details["redundant_host_us_per_step"] > 0
+    for path in _job(fixture_traces, "fsdp2_accum_no_sync"):
         assert not [f for f in analyze_trace(path).findings if f.code == "TL606"], path
 
 

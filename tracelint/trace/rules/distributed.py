@@ -1,8 +1,8 @@
 """Distributed jobs: communication that nothing overlaps (TL601), the rank the others wait for (TL602), a
 pipeline's bubble (TL603) and unequal stages (TL604), and data parallelism set up the slow way: ``nn.DataParallel``
-(TL605) and gradient accumulation whose every micro-step all-reduces under DDP (TL606). The pipeline rules speak only
-when the pipeline sets the step (its bottleneck stage is gpu-bound or pipeline-bound): a host-bound pipeline's first
-fix is its host.
+(TL605) and gradient accumulation whose every micro-step reduces the gradients under DDP or FSDP2 (TL606). The
+pipeline rules speak only when the pipeline sets the step (its bottleneck stage is gpu-bound or pipeline-bound): a
+host-bound pipeline's first fix is its host.
 
 What the traces of TL605 and TL606 show (2 × H200, torch 2.11, NCCL 2.28; fixtures/traces/ddp36):
 
@@ -15,11 +15,17 @@ What the traces of TL605 and TL606 show (2 × H200, torch 2.11, NCCL 2.28; fixtu
 - DDP records ``DistributedDataParallel.forward`` around each forward and its reducer's bucket all-reduces
   (``record_param_comms`` ``allreduce`` + ``nccl:all_reduce``) on the autograd thread during backward;
   ``Optimizer.step#<Class>.step`` marks each optimizer step. Under ``no_sync()`` a backward launches none.
+- FSDP2 (``fully_shard``) records ``FSDP::root_pre_forward`` at the start of each forward and, in backward, a
+  ``FSDP::post_backward_reduce`` per unit launching a reduce-scatter (``record_param_comms``
+  ``_reduce_scatter_base``); under ``set_requires_gradient_sync(False)`` a backward launches none (its all-gathers
+  stay: the parameters are gathered for every forward and backward either way).
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import NamedTuple
 
 from tracelint.engine import Config, Finding, Severity, TraceLocation
 from tracelint.engine import metrics as M
@@ -29,6 +35,7 @@ from tracelint.trace.comm import is_communication, top_collective
 from tracelint.trace.intervals import merge, overlap
 from tracelint.trace.job import Job, rank_list
 from tracelint.trace.lead import JOB, UNEXPLAINED, Lead
+from tracelint.trace.model import TraceModel
 from tracelint.trace.pipeline import Pipeline
 from tracelint.trace.rule import JobRule, TraceRule
 from tracelint.trace.rules._common import finding, ms, pct
@@ -269,8 +276,35 @@ class PipelineStageImbalance(JobRule):
 # names them (THPFunction_apply records the class name)
 _DP_OPS = frozenset({"Broadcast", "Scatter", "Gather", "ReduceAddCoalesced", "BroadcastBackward", "GatherBackward",
                      "ScatterBackward"})
-_DDP_FORWARD = "DistributedDataParallel.forward"
 _OPT_STEP = "Optimizer.step#"
+
+
+class _Accumulation(NamedTuple):
+    """How a data-parallel wrapper shows in a trace: the op that starts each forward (a micro-step) on the main
+    thread, the collective that reduces the gradients in backward, and how the user skips it."""
+
+    forward: str
+    collective: str
+    wrapper: str
+    reduces: str  # the wrapper's reduction, as the message says it
+    skip: str
+    measured: str  # the project's pair
+    host_path: str | None = None  # the wrapper's host spans around each reduction, when they are worth counting
+
+
+_ACCUMULATIONS = (
+    _Accumulation("DistributedDataParallel.forward", "all_reduce", "DDP", "bucket all-reduces",
+                  "under `with model.no_sync():`",
+                  "ResNet-50, 4 micro-steps on 2 × H200: 137.5 -> 131.8 and 135.8 -> 133.1 ms per step in two "
+                  "recordings, 1.02-1.04×; the issue's job gained 1.58×"),
+    # FSDP2 (fully_shard): one root_pre_forward per forward, a reduce-scatter per FSDP unit in each backward unless
+    # set_requires_gradient_sync(False) keeps the unsharded gradients until the last micro-step
+    _Accumulation("FSDP::root_pre_forward", "reduce_scatter", "FSDP2", "reduce-scatters",
+                  "with `model.set_requires_gradient_sync(False)` (True again for the last), which holds unsharded "
+                  "gradients until then",
+                  "ResNet-50 under fully_shard, 4 micro-steps on 2 × H200: 295.2 -> 241.4 ms per step, 1.22×",
+                  "FSDP::post_backward_reduce"),
+)
 
 
 def _per_device_work(analysis: TraceAnalysis) -> dict[int, float]:
@@ -322,7 +356,8 @@ class DataParallelModule(TraceRule):
                    f"{ms(gpu_us)} in {step_txt}. Use DistributedDataParallel, one process per GPU (torchrun): no "
                    "replication or gather per step, gradients all-reduced during backward, a host thread and GIL "
                    f"per GPU; the step can approach the GPUs' own work, {ms(gpu_us)}{bound}, bounded below by it "
-                   "(the project's ResNet-50 pair on 2 × H200: 116.95 -> 33.86 ms per step, 3.45×)")
+                   "(the project's ResNet-50 pair on 2 × H200: 97.1 and 117.0 -> 33.9 ms per step in two recordings, "
+                   "2.9-3.5×)")
         first = ops[0]
         loc = analysis.location(step=model.step_at(first.start), op=first)
         yield finding(self, message, loc, gpus=len(devices), dp_host_us_per_step=round(dp_host, 1),
@@ -336,20 +371,22 @@ class GradientAccumulationWithoutNoSync(TraceRule):
     def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         model = analysis.model
         main = model.main_tid
-        if _DDP_FORWARD not in model.op_names() or main is None:
+        names = model.op_names()
+        kind = next((a for a in _ACCUMULATIONS if a.forward in names), None)
+        if kind is None or main is None:
             return
         _, main_ops = model.ops_on(main)
-        forwards = [op.start for op in main_ops if op.name == _DDP_FORWARD]
+        forwards = [op.start for op in main_ops if op.name == kind.forward]
         opt_steps = [op for op in main_ops if op.name.startswith(_OPT_STEP)]
-        # the bucket all-reduces by their launch: the backward's host time decides the micro-step, not the GPU's
+        # the reductions by their launch: the backward's host time decides the micro-step, not the GPU's
         reduces = sorted(g.launch.start for g in analysis.gpu_events if g.launch is not None
                          and (args := model.collectives.get(g.correlation)) is not None
-                         and args.collective == "all_reduce")
+                         and args.collective == kind.collective)
         if len(forwards) < 2 or not opt_steps or not reduces:
             return
         windows = total = redundant = micro = 0
         prev = float("-inf")
-        first_extra: float | None = None
+        extra_windows: list[tuple[float, float]] = []  # the micro-steps whose reductions are redundant
         for opt in opt_steps:
             fwd = [t for t in forwards if prev < t <= opt.start]
             prev = opt.end
@@ -362,35 +399,54 @@ class GradientAccumulationWithoutNoSync(TraceRule):
             micro += len(fwd)
             total += sum(counts)
             if len(reducing) >= 2:
-                extra = sum(counts[i] for i in reducing[:-1])
-                redundant += extra
-                if first_extra is None:
-                    first_extra = bounds[reducing[0]]
-        if not redundant or first_extra is None:
+                redundant += sum(counts[i] for i in reducing[:-1])
+                extra_windows += [(bounds[i], bounds[i + 1]) for i in reducing[:-1]]
+        if not redundant:
             return
         n_steps = len(model.steps) or 1
         k = micro / windows
-        # The all-reduce kernels' time on this device and the part with no compute beside it; the redundant ones
-        # are their share by count (the buckets are the same in every backward).
-        ar = [(c.start, c.end) for c in analysis.comm if c.kernel and c.collective == "all_reduce"]
+        # The reduction kernels' time on this device and the part with no compute beside it; the redundant ones
+        # are their share by count (the buckets or units are the same in every backward).
+        spans = [(c.start, c.end) for c in analysis.comm if c.kernel and c.collective == kind.collective]
         compute = merge((g.start, g.end) for g in analysis.gpu_events if not is_communication(g, analysis))
-        starts, ends = merge(ar)
-        ar_us = sum(e - s for s, e in zip(starts, ends, strict=True))
-        exposed_us = ar_us - sum(overlap(compute, s, e) for s, e in zip(starts, ends, strict=True))
+        starts, ends = merge(spans)
+        red_all_us = sum(e - s for s, e in zip(starts, ends, strict=True))
+        exposed_us = red_all_us - sum(overlap(compute, s, e) for s, e in zip(starts, ends, strict=True))
         share = redundant / total if total else 0.0
-        red_us, red_exposed = share * ar_us / n_steps, share * exposed_us / n_steps
-        message = (f"gradient accumulation over {k:.0f} micro-steps per optimizer step, and DDP all-reduces the "
-                   f"gradients in each backward: {redundant / windows:.0f} of {total / windows:.0f} bucket "
-                   f"all-reduces per optimizer step are redundant (only the last reduction is used); "
-                   f"their kernels take about {ms(red_us)} per step, {ms(red_exposed)} of it with no "
-                   f"compute beside it ({pct(100.0 * share)} of this rank's all-reduce time by count). Run the "
-                   "first micro-steps' forward and backward under `with model.no_sync():`: the step sheds up to "
-                   f"{ms(red_exposed)}, the exposed part (an upper bound: an NCCL kernel spins while it waits for "
-                   "the other ranks, and the profiler makes ranks arrive apart), plus whatever the overlapped part "
-                   "slows backward by sharing the GPU (the project's ResNet-50 pair, 4 micro-steps on 2 × H200: "
-                   "137.47 -> 131.80 ms per step, 1.04×; the issue's job gained 1.58×)")
-        loc = analysis.location(step=model.step_at(first_extra), start=first_extra, event=_DDP_FORWARD, tid=main)
-        yield finding(self, message, loc, micro_steps=round(k, 1), allreduces_per_step=round(total / windows, 1),
-                      redundant_allreduces_per_step=round(redundant / windows, 1),
-                      redundant_allreduce_us_per_step=round(red_us, 1),
-                      redundant_exposed_us_per_step=round(red_exposed, 1))
+        red_us, red_exposed = share * red_all_us / n_steps, share * exposed_us / n_steps
+        host_us = _host_time(model, kind.host_path, extra_windows) / n_steps if kind.host_path else 0.0
+        host_bound = verdict.kind in (CPU_BOUND, INPUT_BOUND)
+        gain_us = max(red_exposed, host_us) if host_bound else red_exposed
+        host = ""
+        if host_us:
+            host = (f"; {kind.wrapper}'s host code around them ({kind.host_path}) takes {ms(host_us)} per step"
+                    + (", and this rank is host-bound" if host_bound else ""))
+        message = (f"gradient accumulation over {k:.0f} micro-steps per optimizer step, and {kind.wrapper} reduces "
+                   f"the gradients in each backward: {redundant / windows:.0f} of {total / windows:.0f} "
+                   f"{kind.reduces} per optimizer step are redundant (one reduction after the last micro-step gives "
+                   f"the same gradients); their kernels take about {ms(red_us)} per step, {ms(red_exposed)} of it "
+                   f"with no compute beside it ({pct(100.0 * share)} of this rank's {kind.reduces} by count){host}. "
+                   f"Run the first micro-steps' forward and backward {kind.skip}: the step sheds up to "
+                   f"{ms(gain_us)}, "
+                   + ("that host time (read under the profiler, which slows host code)" if gain_us > red_exposed
+                      else "the exposed part (an upper bound: an NCCL kernel spins while it waits for the other "
+                      "ranks, and the profiler makes ranks arrive apart), plus whatever the overlapped part slows "
+                      "backward by sharing the GPU")
+                   + f" (the project's {kind.measured})")
+        first_extra = extra_windows[0][0]
+        loc = analysis.location(step=model.step_at(first_extra), start=first_extra, event=kind.forward, tid=main)
+        yield finding(self, message, loc, wrapper=kind.wrapper, collective=kind.collective, micro_steps=round(k, 1),
+                      reductions_per_step=round(total / windows, 1),
+                      redundant_reductions_per_step=round(redundant / windows, 1),
+                      redundant_reduction_us_per_step=round(red_us, 1),
+                      redundant_exposed_us_per_step=round(red_exposed, 1), redundant_host_us_per_step=round(host_us, 1))
+
+
+def _host_time(model: TraceModel, prefix: str, windows: list[tuple[float, float]]) -> float:
+    """The host time (union per thread) of the ops named ``prefix...`` that start inside one of ``windows``."""
+    starts = [a for a, _ in windows]
+    by_tid: dict[object, list[tuple[float, float]]] = {}
+    for op in model.ops:
+        if op.name.startswith(prefix) and (i := bisect_right(starts, op.start) - 1) >= 0 and op.start < windows[i][1]:
+            by_tid.setdefault(op.tid, []).append((op.start, op.end))
+    return sum(e - s for spans in by_tid.values() for s, e in zip(*merge(spans), strict=True))
