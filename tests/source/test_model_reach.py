@@ -207,6 +207,62 @@ def test_an_object_built_every_step_runs_its_init_every_step(tmp_path):
         "`MoE.forward()` (called as `model(x.cuda())` at line 24)" in found[0].message
 
 
+def test_modules_returned_by_a_factory_of_the_file(tmp_path):
+    text = """\
+        import torch
+        import torch.nn as nn
+
+        class Loss(nn.Module):
+            def forward(self, out, y):
+                return (out - y).pow(2).mean() + torch.ones(4).cuda().sum()      # line 6: built on the host
+
+        class Other(nn.Module):
+            def forward(self, out, y):
+                return out.sum().item()                                          # never returned as the loss
+
+        def build(cfg, criterion=None):
+            net = nn.Linear(8, 8).cuda()
+            return net, criterion or Loss()
+
+        class Trainer:
+            def make(self):
+                return Other()
+
+        model, loss_fn = build(None)
+        for x, y in loader:
+            loss = loss_fn(model(x.cuda()), y.cuda())
+            loss.backward()
+            optimizer.step()
+        """
+    assert sites(write(tmp_path, {"train.py": text}).values(), tmp_path) == [("train.py", 6, "TL204")]
+
+
+def test_a_cpu_fallback_branch_of_model_code_is_not_per_step(tmp_path):
+    text = """\
+        import torch
+        import torch.nn as nn
+
+        class Head(nn.Module):
+            def assign(self, boxes, mode="gpu"):
+                if mode == "cpu":                                   # the out-of-memory fallback
+                    boxes = boxes.cpu()
+                return torch.nonzero(boxes > 0)                     # line 8: every step
+
+            def forward(self, x):
+                try:
+                    return self.assign(x)
+                except RuntimeError:
+                    return self.assign(x, mode="cpu")
+
+        model = Head().cuda()
+        for x, y in loader:
+            loss = model(x.cuda()).sum()
+            loss.backward()
+            optimizer.step()
+        """
+    assert sites(write(tmp_path, {"train.py": text}).values(), tmp_path) == [("train.py", 8, "TL106")]
+
+
 # -- across files --------------------------------------------------------------------------------------------
 PKG = {
     "pyproject.toml": "[project]\nname = 'demo'\n",
@@ -284,3 +340,74 @@ def test_noqa_at_the_sync_and_a_stable_fingerprint(tmp_path):
     model = paths["pkg/model.py"]
     model.write_text(model.read_text().replace("> 1e3:", "> 1e3:  # noqa: TL101"))
     assert findings([paths["train.py"]]) == []
+
+
+DETR_LIKE = {
+    "pyproject.toml": "[project]\nname = 'demo'\n",
+    "models/__init__.py": """\
+        from .detr import build
+
+
+        def build_model(args):
+            return build(args)
+        """,
+    "models/detr.py": """\
+        import torch
+        import torch.nn as nn
+
+
+        class SetCriterion(nn.Module):
+            def forward(self, outputs, targets):
+                num_boxes = torch.clamp(outputs.sum(), min=1).item()       # line 7: every step
+                return outputs.sum() / num_boxes
+
+
+        class PostProcess(nn.Module):
+            def forward(self, outputs):
+                return outputs.argmax().item()                           # line 13: every evaluation batch
+
+
+        def build(args):
+            model = nn.Linear(8, 8)
+            criterion = SetCriterion()
+            postprocessors = {"bbox": PostProcess()}
+            return model, criterion, postprocessors
+        """,
+    "engine.py": """\
+        import torch
+
+
+        def train_one_epoch(model, criterion, loader, optimizer):
+            for x, y in loader:
+                loss = criterion(model(x.cuda()), y.cuda())
+                loss.backward()
+                optimizer.step()
+
+
+        @torch.no_grad()
+        def evaluate(model, postprocessors, loader):
+            for x, y in loader:
+                results = postprocessors["bbox"](model(x.cuda()))
+        """,
+    "main.py": """\
+        import torch
+        from models import build_model
+        from engine import train_one_epoch, evaluate
+
+        model, criterion, postprocessors = build_model(None)
+        model.cuda()
+        for epoch in range(10):
+            train_one_epoch(model, criterion, loader, optimizer)
+            evaluate(model, postprocessors, val_loader)
+        """,
+}
+
+
+def test_modules_a_factory_of_another_file_returns_passed_to_a_loop_of_a_third(tmp_path):
+    """DETR's layout: main.py builds the criterion with a factory of models/, passes it to engine.py's loop."""
+    paths = write(tmp_path, DETR_LIKE)
+    found = findings([p for name, p in paths.items() if name.endswith(".py")])
+    assert [(Path(f.location.path).name, f.location.line, f.code) for f in found] == [
+        ("detr.py", 7, "TL101"), ("detr.py", 13, "TL101")]
+    assert "`SetCriterion.forward()` (called as `criterion(model(x.cuda()), y.cuda())` at engine.py:6)" in \
+        found[0].message

@@ -79,7 +79,7 @@ def _lint_job(job: tuple[Path, Config, bool, bool, dict | None]) -> tuple[list, 
     from tracelint.source.lint import _Run, lint_in_run
 
     path, config, fix, unsafe, part = job
-    # (entries, on_device, graph_collates, precision, pinned, stepping, alone)
+    # (entries, on_device, graph_collates, precision, pinned, stepping, alone, factories, parameters)
     run = _Run(*part) if part is not None else None
     return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe, run=run)
 
@@ -112,7 +112,7 @@ def lint_paths(
         asked = fix and any(config.enabled("TL401") or config.enabled("TL404") for _, config in files)
         precision = program_precision([path for path, _ in files]) if asked else {}
         parts: list[tuple | None] = [({}, False, collates, precision.get(path, frozenset()) if fix else None, {},
-                                      frozenset(), False) for path, _ in files]
+                                      frozenset(), False, {}, {}) for path, _ in files]
     else:  # one file: judged on its own as before; what it calls every step is followed into the project
         parts = [_ALONE] * len(files)
     jobs = [(path, config, fix, unsafe_fixes, part) for (path, config), part in zip(files, parts, strict=True)]
@@ -133,7 +133,7 @@ def lint_paths(
 
 # The part of a file analysed on its own (a one-file run, a project file a call leads to): no entry points yet, its
 # own precision settings (lint._Run).
-_ALONE = ({}, False, frozenset(), None, {}, frozenset(), True)
+_ALONE = ({}, False, frozenset(), None, {}, frozenset(), True, {}, {})
 REACH_SECONDS = 10.0  # project files are looked for and read for this long per run at most (project.reached)
 
 
@@ -171,7 +171,7 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
     (runcalls.resolve), and add the findings that brings to their results (in place, before their FileChecked).
     Project files the run did not name that those calls lead to (project.reached) are added to ``jobs`` and
     ``results``; the keys of the findings they have on their own are returned ({path: keys}): not reported."""
-    from tracelint.source.project import reached
+    from tracelint.source.project import ProjectIndex, factories, parameter_modules, reached
     from tracelint.source.runcalls import MAX_ROUNDS, RunCalls, pinned_parameters, resolve, stepping_calls
 
     index = {job[0]: i for i, job in enumerate(jobs)}
@@ -179,6 +179,7 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
     done: dict[Path, tuple] = {}
     hidden: dict[Path, set[tuple]] = {}
     deadline = time.monotonic() + REACH_SECONDS
+    project = ProjectIndex()
     for _ in range(MAX_ROUNDS):
         found = sorted(reached(calls)) if time.monotonic() < deadline else []
         if found:
@@ -191,14 +192,15 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
                 hidden[job[0]] = {_key(f) for f in result[0] if isinstance(f, Finding)}
         entries, device = resolve(calls)
         pinned, stepping = pinned_parameters(calls), stepping_calls(calls)
-        collates = jobs[0][4][2]
+        made = factories(calls, project) if time.monotonic() < deadline else {}
+        passed = parameter_modules(calls)
 
         def part_of(path: Path) -> tuple:
             first = jobs[index[path]][4]
             return (entries.get(path, {}), path in device, first[2], first[3], pinned.get(path, {}),
-                    stepping.get(path, frozenset()), first[6])
+                    stepping.get(path, frozenset()), first[6], made.get(path, {}), passed.get(path, {}))
 
-        wanted = {path: p for path in {*entries, *device, *pinned, *stepping} if path in index
+        wanted = {path: p for path in {*entries, *device, *pinned, *stepping, *made, *passed} if path in index
                   and (p := part_of(path)) != done.get(path, jobs[index[path]][4])}
         if not wanted:
             return hidden

@@ -23,7 +23,7 @@ The message names the chain: "`loss.item()` in `train()` (called at line 120) in
 """
 from __future__ import annotations
 
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 import libcst as cst
 
@@ -68,14 +68,14 @@ class CallIndex:
         self.attributes: dict[str, list[cst.BaseExpression]] = {}
         self.iterated: dict[str, list[cst.BaseExpression]] = {}
         self.classes: dict[str, list[cst.ClassDef]] = {}
+        self.unpacked: dict[str, list[tuple[cst.BaseExpression, int]]] = {}  # ``a, b = f()``: a -> (f(), 0)
         set_parent = getattr(tree, "_set_parent", None)
         stack: list[cst.CSTNode] = [tree.module]
         while stack:
             node = stack.pop()
             if isinstance(node, cst.Call):
-                name = callee_name(node)
-                if name is not None:
-                    self.calls.setdefault(name, []).append(node)
+                # "" for a callee without a name: ``heads["bbox"](x)``, ``make()(x)`` (instance calls: Modules)
+                self.calls.setdefault(callee_name(node) or "", []).append(node)
             elif isinstance(node, cst.FunctionDef):
                 self.functions.append(node)
             elif isinstance(node, cst.ClassDef):
@@ -104,6 +104,8 @@ class CallIndex:
             for i, element in enumerate(target.elements):
                 if pairs:
                     self._assign(element.value, value.elements[i].value)
+                elif isinstance(element.value, cst.Name) and isinstance(value, cst.Call):
+                    self.unpacked.setdefault(element.value.value, []).append((value, i))
 
     def inside(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
         return any(parent is scope for parent in self.tree.ancestors(node))
@@ -140,11 +142,20 @@ class Modules:
 
     def __init__(self, index: CallIndex) -> None:
         self.index = index
-        self._held: dict[int, tuple[cst.BaseExpression, ...]] = {}
+        tree = index.tree
+        # From the run (lint._Run): {(target, element): ("@path:C", ...)}: the classes an imported factory returns;
+        # {"f" or "C.m": {position or keyword: ("@path:C", ...)}}: the modules other files pass this file's functions
+        self.factories: dict[tuple[str, int | None], tuple[str, ...]] = getattr(tree, "factories", None) or {}
+        self.parameters: dict[str, dict[int | str, tuple[str, ...]]] = getattr(tree, "parameter_modules", None) or {}
+        self.made: set[tuple[str, int | None]] = set()  # factory calls of other files this file's modules come from
+        self._held: dict[int, tuple[cst.BaseExpression | str, ...]] = {}
+        self._functions: dict[str, list[cst.FunctionDef]] | None = None
+        self._returns: dict[cst.FunctionDef, list[cst.BaseExpression]] = {}
 
-    def constructors(self, func: cst.BaseExpression) -> tuple[cst.BaseExpression, ...]:
+    def constructors(self, func: cst.BaseExpression) -> tuple[cst.BaseExpression | str, ...]:
         """The callee expressions (``Net``, ``models.Net``) of the constructor calls whose instance ``func`` may
-        hold."""
+        hold, and "@path:C" for a class of another file the run resolved (a factory's result, a parameter).
+        The imported calls that may be factories are added to ``made`` for the run to resolve."""
         key = id(func)
         known = self._held.get(key)
         if known is None:
@@ -153,16 +164,35 @@ class Modules:
             known = self._held[key] = tuple(found)
         return known
 
-    def _holds(self, expr, found: list, seen: set, depth: int) -> None:
-        if depth > _MAX_HOLDS or id(expr) in seen:
+    def _holds(self, expr, found: list, seen: set, depth: int, element: int | None = None) -> None:
+        """``element``: what element ``element`` of the value of ``expr`` holds (``a, b = make()``)."""
+        key = (id(expr), element)
+        if depth > _MAX_HOLDS or key in seen:
             return
-        seen.add(id(expr))
+        seen.add(key)
         index = self.index
-        if isinstance(expr, cst.Name):
+        if isinstance(expr, (cst.Tuple, cst.List)) and element is not None:
+            if element < len(expr.elements):
+                self._holds(expr.elements[element].value, found, seen, depth + 1)
+        elif element is not None and not isinstance(expr, (cst.Call, cst.Name, cst.BooleanOperation, cst.IfExp)):
+            return
+        elif isinstance(expr, (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.ListComp, cst.GeneratorExp, cst.DictComp)):
+            self._members(expr, found, seen, depth + 1)  # what ``x[k](...)`` or ``for m in x`` calls
+        elif isinstance(expr, cst.Name):
+            if element is None:
+                found.extend(self._passed(expr.value))
             for value in index.assigned.get(expr.value, ()):
-                self._holds(value, found, seen, depth + 1)
-            for source in index.iterated.get(expr.value, ()):
+                self._holds(value, found, seen, depth + 1, element)
+            for value, i in index.unpacked.get(expr.value, ()) if element is None else ():
+                self._holds(value, found, seen, depth + 1, i)
+            for source in index.iterated.get(expr.value, ()) if element is None else ():
                 self._members(source, found, seen, depth + 1)
+        elif isinstance(expr, cst.BooleanOperation):  # ``sampler or UniformSampler()``
+            self._holds(expr.left, found, seen, depth + 1, element)
+            self._holds(expr.right, found, seen, depth + 1, element)
+        elif isinstance(expr, cst.IfExp):
+            self._holds(expr.body, found, seen, depth + 1, element)
+            self._holds(expr.orelse, found, seen, depth + 1, element)
         elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value in _SELF:
             for value in index.attributes.get(expr.attr.value, ()):
                 self._holds(value, found, seen, depth + 1)
@@ -170,7 +200,16 @@ class Modules:
             self._members(expr.value, found, seen, depth + 1)
         elif isinstance(expr, cst.Call):
             name = callee_name(expr)
-            if name in _WRAPPING_METHODS and isinstance(expr.func, cst.Attribute):
+            made_by = self._factories(expr)
+            if made_by:  # a function of this file that returns the module (``model = build_model(cfg)``)
+                for fn in made_by:
+                    for value in self._returned(fn):
+                        self._holds(value, found, seen, depth + 1, element)
+            elif self._factory_target(expr.func, element, found):
+                return
+            elif element is not None:
+                return
+            elif name in _WRAPPING_METHODS and isinstance(expr.func, cst.Attribute):
                 self._holds(expr.func.value, found, seen, depth + 1)
             elif name in _WRAPPING_FUNCTIONS and expr.args:
                 self._holds(expr.args[0].value, found, seen, depth + 1)
@@ -178,6 +217,74 @@ class Modules:
                 self._members(expr, found, seen, depth + 1)  # its forward calls each member
             elif name not in _CONTAINERS and name is not None:
                 found.append(expr.func)
+
+    def _factory_target(self, func: cst.BaseExpression, element: int | None, found: list) -> bool:
+        """A call of another file's function that may return modules: ``build_model(args)`` imported, or
+        ``self.exp.get_model()`` on a receiver of unknown class ("*.get_model"). What the run resolved is added to
+        ``found`` (True: nothing more to do); otherwise the call is recorded in ``made``. A class of another file
+        (``models.Net(...)``) is a constructor: False, unless the run said it is a factory."""
+        target = self.index.tree.qualified_name(func)
+        if target is None and isinstance(func, cst.Attribute) and not (isinstance(func.value, cst.Name) and
+                                                                       func.value.value in _SELF):
+            if func.attr.value in _WRAPPING_METHODS or func.attr.value in _CONTAINERS:
+                return False
+            target = "*." + func.attr.value
+        if target is None or target.split(".")[0] in EXTERNAL_MODULES:
+            return False
+        resolved = self.factories.get((target, element))
+        if resolved is not None:
+            found.extend(resolved)
+            return True
+        self.made.add((target, element))
+        return target.startswith("*.") or element is not None
+
+    def _passed(self, name: str) -> list[str]:
+        """The classes other files of the run pass as parameter ``name`` of this file's functions."""
+        if not self.parameters:
+            return []
+        found: list[str] = []
+        for fn in self.index.functions:
+            given = self.parameters.get(qualname(fn, self.index.tree) or "")
+            if not given:
+                continue
+            params = [*fn.params.posonly_params, *fn.params.params]
+            names = [p.name.value for p in params]
+            if name not in names and name not in {p.name.value for p in fn.params.kwonly_params}:
+                continue
+            position = names.index(name) - (1 if names[:1] in (["self"], ["cls"]) else 0) if name in names else None
+            found.extend(given.get(name, ()))
+            if position is not None:
+                found.extend(given.get(position, ()))
+        return found
+
+    def _factories(self, call: cst.Call) -> list[cst.FunctionDef]:
+        """The functions of this file ``call`` calls by name (``build(cfg)``: a module-level or nested ``def``
+        the file does not import; ``self.build()``: a method of that name in the file)."""
+        if self._functions is None:
+            self._functions = {}
+            for fn in self.index.functions:
+                self._functions.setdefault(fn.name.value, []).append(fn)
+        func = call.func
+        if isinstance(func, cst.Name) and func.value not in self.index.classes:
+            return [fn for fn in self._functions.get(func.value, ()) if fn.name.value != "__init__"]
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in _SELF:
+            return list(self._functions.get(func.attr.value, ()))
+        return []
+
+    def _returned(self, fn: cst.FunctionDef) -> list[cst.BaseExpression]:
+        """The values ``fn``'s own ``return`` statements return (not those of functions nested in it)."""
+        known = self._returns.get(fn)
+        if known is None:
+            known = self._returns[fn] = []
+            stack = list(iter_children(fn.body))
+            while stack:
+                node = stack.pop()
+                if isinstance(node, cst.Return):
+                    if node.value is not None:
+                        known.append(node.value)
+                elif not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                    stack.extend(iter_children(node))
+        return known
 
     def _members(self, container, found: list, seen: set, depth: int) -> None:
         """The modules a container holds: a ModuleList/Sequential/ModuleDict call's arguments, a list, tuple, dict
@@ -204,6 +311,8 @@ class Modules:
         elif isinstance(container, cst.DictComp):
             self._holds(container.value, found, seen, depth + 1)
         elif isinstance(container, (cst.Name, cst.Attribute)):
+            if isinstance(container, cst.Name):
+                found.extend(self._passed(container.value))
             for value in self._bound_values(container):
                 self._members(value, found, seen, depth + 1)
 
@@ -236,6 +345,9 @@ class Callers:
             self._modules = Modules(self.index)
         return self._modules
 
+    def _is_own(self, path: str) -> bool:
+        return Path(path) == Path(self.tree.path).resolve()
+
     def instance_calls(self, cls: cst.ClassDef) -> list[cst.Call]:
         """The calls of this file that run ``cls.forward`` (``Modules``), and ``super().forward(...)`` in its
         subclasses."""
@@ -254,6 +366,11 @@ class Callers:
                                 by_class.setdefault(name.rsplit(".", 1)[-1], []).append(call)
                         continue
                     for built in self.modules.constructors(func):
+                        if isinstance(built, str):  # "@path:C" from the run: a class of this file?
+                            path, _, name = built[1:].partition(":")
+                            if name in classes and self._is_own(path):
+                                by_class.setdefault(name, []).append(call)
+                            continue
                         name = dotted_name(built)
                         if name is not None and name in classes and self.tree.qualified_name(built) is None:
                             by_class.setdefault(name, []).append(call)
@@ -352,7 +469,8 @@ class Callers:
         """How a message names the call that runs a function: "`train()` (called at line 11)", and for an instance
         call "`Net.forward()` (called as `model(x)` at train.py:23)"."""
         where = self._where(call, with_path)
-        if isinstance(fn, str):  # a qualified target of another file: "pkg.model.Net.forward"
+        if isinstance(fn, str):  # a target of another file: "pkg.model.Net.forward", "@/path/model.py:Net.forward"
+            fn = fn.rpartition(":")[2] if fn.startswith("@") else fn
             name = ".".join(fn.split(".")[-2:]) if fn.endswith(_CLASS_METHODS) else fn.rsplit(".", 1)[-1]
         else:
             owner = _owner(fn, self.tree)
@@ -386,8 +504,10 @@ class Callers:
         hot: list[HotCall] = []
         seen: set[str] = set()
         anywhere: set[str] = set()
+        passes: set[tuple[str, int | str, str]] = set()
         for name, calls in self.index.calls.items():
             for call in calls:
+                passes.update(self._passes(call))
                 targets = [t for t in self.imported(call) if t not in seen]
                 if not targets:
                     continue
@@ -400,7 +520,32 @@ class Callers:
                     description = f"{self._called(call, target, with_path=True)} in {loop.description}"
                     hot.append(HotCall(target, description, on_device or loop.on_device))
         return RunCalls(defines, tuple(hot), on_device, frozenset(anywhere) if on_device else frozenset(),
-                        stepping=stepping)
+                        stepping=stepping, made=tuple(sorted(self.modules.made, key=str)),
+                        passes=tuple(sorted(passes, key=str)))
+
+    def _passes(self, call: cst.Call) -> list[tuple[str, int | str, str]]:
+        """(target, position or keyword, class): the modules ``call`` passes an imported function of the project
+        (``train_one_epoch(model, criterion, ...)``), as "@path:C" or the class's qualified name."""
+        target = self.tree.qualified_name(call.func)
+        if target is None or target.split(".")[0] in EXTERNAL_MODULES or not call.args:
+            return []
+        found = []
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                break
+            where: int | str = arg.keyword.value if arg.keyword is not None else position
+            position += arg.keyword is None
+            if not isinstance(arg.value, (cst.Name, cst.Attribute)):
+                continue
+            for built in self.modules.constructors(arg.value):
+                cls = built if isinstance(built, str) else self.tree.qualified_name(built)
+                if cls is None and not isinstance(built, str):
+                    local = dotted_name(built)
+                    cls = f"@{Path(self.tree.path).resolve()}:{local}" if local in self.index.classes else None
+                if cls is not None and cls.split(".")[0] not in EXTERNAL_MODULES:
+                    found.append((target, where, cls))
+        return found
 
     def _stepping(self) -> frozenset[str]:
         """The module-level functions and methods of this file whose body steps an optimizer or calls backward,
@@ -428,8 +573,8 @@ class Callers:
                     targets.append(f"{cls}.{func.attr.value}")
         if target is None:  # an instance call: ``model(x)`` with ``model = models.Net()`` runs Net.forward
             for built in self.modules.constructors(func):
-                cls = self.tree.qualified_name(built)
-                if cls is not None:
+                cls = built if isinstance(built, str) else self.tree.qualified_name(built)
+                if cls is not None and not (isinstance(built, str) and self._is_own(built[1:].partition(":")[0])):
                     targets.append(f"{cls}.{MODULE_METHOD}")
         return [t for t in targets if t.split(".")[0] not in EXTERNAL_MODULES]
 

@@ -144,6 +144,8 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
         ctx.ast_tree = look.tree
     ctx.pinned_parameters = pinned
     ctx.stepping_targets = run.stepping if run is not None else frozenset()
+    ctx.factories = run.factories if run is not None else {}
+    ctx.parameter_modules = run.parameters if run is not None else {}
     project_calls = found is None or PROJECT_CALL in found
     found = run_rules(ctx, [cls(ctx) for cls in active])
     if run is not None:
@@ -203,6 +205,8 @@ class _Run:
     pinned: dict[str, frozenset[int | str]] = field(default_factory=dict)  # runcalls.pinned_parameters of the file
     stepping: frozenset[str] = frozenset()  # runcalls.stepping_calls of the file
     alone: bool = False  # judged on its own settings (a one-file run, a project file a call leads to)
+    factories: dict = field(default_factory=dict)  # project.factories of the file
+    parameters: dict = field(default_factory=dict)  # project.parameter_modules of the file
     defines: frozenset[str] | None = None  # the screen's Look.defines (None: Python's parser did not take the file)
     calls: RunCalls | None = None
 

@@ -274,6 +274,9 @@ def guard_polarity(test: cst.BaseExpression, tree: Tree, facts: Facts | None = N
         return -1 if test is modulo else 0  # ``if step % N:`` is true on most steps
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         op, right = test.comparisons[0].operator, test.comparisons[0].comparator
+        if isinstance(op, (cst.Equal, cst.NotEqual)) and any(
+                isinstance(side, cst.SimpleString) and side.evaluated_value == "cpu" for side in (test.left, right)):
+            return 1 if isinstance(op, cst.Equal) else -1  # ``if mode == "cpu":`` a CPU path of GPU training code
         if isinstance(op, (cst.Equal, cst.NotEqual)) and (_is_counter(test.left, tree) or _is_counter(right, tree)):
             return 1 if isinstance(op, cst.Equal) else -1  # ``step == 0``, ``i == len(loader) - 1``
         if isinstance(op, (cst.GreaterThan, cst.GreaterThanEqual)) and _is_counter(test.left, tree) and \

@@ -41,9 +41,10 @@ def _module_file(base: Path, parts: tuple[str, ...]) -> Path | None:
     return None
 
 
-def locate(target: str, caller: Path) -> Path | None:
+def locate(target: str, caller: Path) -> tuple[Path, str] | None:
     """The project file that defines ``target`` (a qualified name as the calling file imports it: ``pkg.model.Net.
-    forward``, ``.router.Router.forward``), or None: not a module of the project."""
+    forward``, ``.router.Router.forward``) and the member's name there (``Net.forward``), or None: not a module of
+    the project."""
     caller = caller.resolve()
     dots = len(target) - len(target.lstrip("."))
     names = tuple(target.lstrip(".").split("."))
@@ -59,7 +60,7 @@ def locate(target: str, caller: Path) -> Path | None:
             if path is None:
                 continue
             if _INSTALLED.isdisjoint(path.parts) and (within is None or path.is_relative_to(within)):
-                return path
+                return path, ".".join(names[split:])
             return None
     return None
 
@@ -74,7 +75,149 @@ def reached(calls: dict[Path, RunCalls]) -> set[Path]:
         for call in caller.calls.hot_calls:
             if next(_candidates(call.target, caller, modules), None) is not None:
                 continue
-            path = locate(call.target, caller.path)
+            place = (Path(call.target[1:].partition(":")[0]), "") if call.target.startswith("@") else \
+                locate(call.target, caller.path)
+            path = place[0] if place is not None else None
             if path is not None and path.resolve() not in known:
                 found.add(path)
     return found
+
+
+# -- what other files' functions return, and what modules the run passes them -------------------------------------
+MAX_FACTORY_DEPTH = 4  # factories followed through factories (build_model -> build -> ...)
+
+
+class ProjectIndex:
+    """Each file's model (the parsed module and its call index), made when a factory leads there and cached by the
+    file's content: the run asks what a function returns (``returns``) without analysing the file."""
+
+    def __init__(self) -> None:
+        self._models: dict[tuple[Path, bytes], object] = {}
+
+    def callers(self, path: Path):
+        """The ``callers.Callers`` of the file at ``path`` (None: unreadable or not parsed)."""
+        import hashlib
+
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        key = (path.resolve(), hashlib.blake2b(data, digest_size=16).digest())
+        if key not in self._models:
+            self._models[key] = self._parse(path, data)
+        return self._models[key]
+
+    @staticmethod
+    def _parse(path: Path, data: bytes):
+        import libcst as cst
+
+        from tracelint.source.context import FileContext
+        from tracelint.source.loops import facts
+
+        try:
+            text = data.decode("utf-8")
+            module = cst.parse_module(text)
+        except (UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, MemoryError):
+            return None
+        return facts(FileContext(str(path.resolve()), text, module)).callers
+
+
+def _classes(callers, fn, element: int | None, path: Path, modules: list[_Module], index: ProjectIndex,
+             depth: int) -> set[str]:
+    """The classes ``fn`` of the file whose ``callers`` is given returns (its element ``element``), as "@path:C"."""
+    from tracelint.source.callers import Modules
+
+    modules_of = Modules(callers.index)
+    found: list = []
+    seen: set = set()
+    for value in modules_of._returned(fn):
+        modules_of._holds(value, found, seen, 0, element)
+    classes: set[str] = set()
+    here = _Module(path, _parts(path))
+    for built in found:
+        if isinstance(built, str):
+            classes.add(built)
+            continue
+        name = callers.tree.qualified_name(built)
+        local = callers.index.classes.get(getattr(built, "value", None)) if name is None else None
+        if local:
+            classes.add(f"@{path.resolve()}:{built.value}")
+        elif name is not None:
+            classes.update(_as_class(name, here, modules))
+    for target, inner in modules_of.made:  # a factory returning another factory's result
+        classes.update(factory_classes(target, inner, here, modules, index, depth + 1))
+    return classes
+
+
+def _as_class(name: str, caller: _Module, modules: list[_Module]) -> set[str]:
+    """``name`` (qualified as ``caller`` imports it) as "@path:C" when a file of the run defines class C with a
+    ``forward``; else a file of the project (project.locate) that defines it."""
+    for module, member in _candidates(f"{name}.forward", caller, modules):
+        return {f"@{module.path.resolve()}:{member.rsplit('.', 1)[0]}"}
+    place = locate(f"{name}.forward", caller.path)
+    return {f"@{place[0].resolve()}:{place[1].rsplit('.', 1)[0]}"} if place is not None else set()
+
+
+def _function(callers, member: str):
+    from tracelint.source.callers import qualname
+
+    for fn in callers.index.functions:
+        if qualname(fn, callers.tree) == member:
+            return fn
+    return None
+
+
+def factory_classes(target: str, element: int | None, caller: _Module, modules: list[_Module], index: ProjectIndex,
+                    depth: int = 0) -> set[str]:
+    """The classes (as "@path:C") the function ``target`` (as ``caller`` names it) returns, or its element
+    ``element``; "*.m": the one method named m that a file of the run defines."""
+    if depth > MAX_FACTORY_DEPTH:
+        return set()
+    if target.startswith("*."):
+        method = target[2:]
+        defining = [(m, d) for m in modules for d in m.calls.defines if d.rsplit(".", 1)[-1] == method]
+        places = defining if len(defining) == 1 else []
+    else:
+        places = list(_candidates(target, caller, modules))
+        if not places:
+            place = locate(target, caller.path)
+            if place is not None:
+                places = [(_Module(place[0], _parts(place[0])), place[1])]
+    classes: set[str] = set()
+    for module, member in places:
+        callers = index.callers(module.path)
+        if callers is None:
+            continue
+        fn = _function(callers, member) or _function(callers, member.rsplit(".", 1)[-1])
+        if fn is not None:
+            classes |= _classes(callers, fn, element, module.path, modules, index, depth)
+    return classes
+
+
+def factories(calls: dict[Path, RunCalls], index: ProjectIndex) -> dict[Path, dict[tuple[str, int | None], tuple]]:
+    """{file: {(target, element): ("@path:C", ...)}}: what the factory calls each file reported (RunCalls.made)
+    return."""
+    modules = [_Module(path, _parts(path), told) for path, told in calls.items()]
+    found: dict[Path, dict] = {}
+    for caller in modules:
+        for target, element in caller.calls.made:
+            classes = factory_classes(target, element, caller, modules, index)
+            if classes:
+                found.setdefault(caller.path, {})[(target, element)] = tuple(sorted(classes))
+    return found
+
+
+def parameter_modules(calls: dict[Path, RunCalls]) -> dict[Path, dict[str, dict[int | str, tuple[str, ...]]]]:
+    """{file: {"f" or "C.m": {position or keyword: ("@path:C", ...)}}}: the modules other files pass each file's
+    functions (RunCalls.passes)."""
+    modules = [_Module(path, _parts(path), told) for path, told in calls.items()]
+    found: dict[Path, dict[str, dict[int | str, set[str]]]] = {}
+    for caller in modules:
+        for target, where, cls in caller.calls.passes:
+            classes = {cls} if cls.startswith("@") else _as_class(cls, caller, modules)
+            for module, member in _candidates(target, caller, modules):
+                if module.path != caller.path and classes:
+                    found.setdefault(module.path, {}).setdefault(member, {}).setdefault(where, set()).update(classes)
+                break
+    return {path: {m: {w: tuple(sorted(c)) for w, c in given.items()} for m, given in members.items()}
+            for path, members in found.items()}

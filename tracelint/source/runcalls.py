@@ -14,7 +14,7 @@ from tracelint.source.astnames import ast_dotted_name
 from tracelint.source.flow import Flow
 from tracelint.source.vocab import GRAPH_BATCHING
 
-MAX_ROUNDS = 3  # cross-file passes (a helper module's helper in a third file)
+MAX_ROUNDS = 6  # cross-file passes (a factory's module called in a loop of a third file: main -> engine -> model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +49,11 @@ class RunCalls:
     pinned: tuple[tuple[str, int | str], ...] = ()  # (target, position or keyword): a pinned DataLoader passed to
                                                     # an imported function (TL203 follows it there)
     stepping: frozenset[str] = frozenset()  # "f", "C.m" of this file whose body steps an optimizer (or calls backward)
+    # (target, element): calls of another file's functions whose result the file calls as a module (``criterion =
+    # build(args)[1]``; "*.get_model" for a method of an object of unknown class): the run resolves them (project.py)
+    made: tuple[tuple[str, int | None], ...] = ()
+    passes: tuple[tuple[str, int | str, str], ...] = ()  # (target, position or keyword, class): modules passed to
+                                                         # another file's functions (project.parameter_modules)
 
 
 # -- resolving the calls of a run -----------------------------------------------------------------------------
@@ -122,6 +127,13 @@ def _candidates(target: str, caller: _Module, modules: list[_Module]):
     """(module, member) pairs ``target`` may name, the most specific first: a module of the run whose path ends with
     the import's module path (relative imports from the caller's folder) and defines the member; else the one module
     of the run that defines the member."""
+    if target.startswith("@"):  # "@/abs/path.py:C.forward": a member of a file the run resolved (project.py)
+        path, _, member = target[1:].partition(":")
+        for module in modules:
+            if module.path.resolve() == Path(path):
+                yield module, member
+                return
+        return
     dots = len(target) - len(target.lstrip("."))
     names = target.lstrip(".").split(".")
     base = caller.path.resolve().parent.parts[: len(caller.path.resolve().parent.parts) - max(0, dots - 1)]

@@ -332,6 +332,8 @@ class Values:
                 return Kind.UNKNOWN
         found = table.bindings.get(name.value, ())
         before = [b for b in found if b.order < at]
+        while len(before) > 1 and self._in_rare_branch(before[-1], name):
+            before.pop()  # ``if mode == "cpu": x = x.cpu()`` does not decide what ``x`` is on the common path
         if _not_tensor_here(table, name.value, at, before) or self._config(name, scope, at, depth) or \
                 self._moved_later(name.value, at, table):
             return Kind.HOST
@@ -346,6 +348,21 @@ class Values:
         # A loop-carried name bound later in the loop: trust it only when every binding agrees.
         kinds = {self._binding_kind(b, found, scope, depth) for b in found}
         return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
+
+    def _in_rare_branch(self, binding: Binding, use: cst.CSTNode) -> bool:
+        """``binding`` is made in the body of an ``if`` with a rare test (loops.guard_polarity) that ``use`` is not
+        in: on most runs the name keeps its earlier binding."""
+        polarity = getattr(self, "guard_polarity", None)
+        if binding.value is None or polarity is None:
+            return False
+        child = binding.value
+        for parent in self.tree.ancestors(binding.value):
+            if isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+            if isinstance(parent, cst.If) and child is parent.body and polarity(parent.test) == 1:
+                return not any(p is parent for p in self.tree.ancestors(use))
+            child = parent
+        return False
 
     def _parameter_kind(self, fn: cst.FunctionDef, name: str, depth: int) -> Kind:
         """A parameter's kind from what the file's calls of its function pass (callers.Callers: ``f(x)``,
