@@ -218,7 +218,7 @@ def test_tl204_asks_what_the_device_is_bound_to(lint, binding, device, flagged):
     ("torch.tril(torch.ones(8, 8)).type(torch.ByteTensor)", True, None),  # .type() would undo a device=
     ("torch.exp(-2.0 * torch.arange(0, 8) / 8)", True, None),      # computed on the host from a creation
     ("torch.FloatTensor(obs)", False, None),                        # data the host has: a copy of values
-    ("torch.arange(64).view(-1, 1).type(torch.cuda.LongTensor)", False, None),  # the move is .type() itself
+    ("torch.arange(64).view(-1, 1).type(torch.cuda.LongTensor)", True, None),  # the move is .type() itself
 ])
 def test_tl204_follows_a_creation_through_shape_and_dtype_methods(lint, made, flagged, fixed):
     source = ("import torch\ndev = torch.device('cuda')\nmodel = torch.nn.Linear(8, 8).to(dev)\n"

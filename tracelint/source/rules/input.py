@@ -130,7 +130,7 @@ class CopyWithoutNonBlocking(_LoaderRule):
 
     def _check_copy(self, node: cst.Call) -> None:
         method = callee_name(node)
-        if method not in ("to", "cuda"):  # .type(torch.cuda.FloatTensor) is a copy, but not one TL203 rewrites
+        if method not in ("to", "cuda", "type"):  # .type(torch.cuda.FloatTensor, non_blocking=True) is one too
             return
         args = call_arguments(self.ctx, node)
         if not args.known:
@@ -148,17 +148,17 @@ class CopyWithoutNonBlocking(_LoaderRule):
 
 class TensorBuiltOnHost(SourceRule):
     code = "TL204"
-    triggers = (".cuda(", ".to(")
+    triggers = (".cuda(", ".to(", ".type_as(", ".type(")
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to", "type_as", "type"):
             return
         built = self._host_built(func.value)
         if built is None:
             return
         made, leaf, fixable = built
-        target = _move_target(self.ctx, node)
+        target = self._move(node)
         if target is _NOT_A_MOVE:
             return
         loop = self.step_loop(node)
@@ -174,6 +174,34 @@ class TensorBuiltOnHost(SourceRule):
         self.report(node, f"`{shown}.{func.attr.value}()` in {loop.description} fills a tensor in host "
                           "memory and copies it to the device every step (a blocking copy that waits for the GPU); "
                           "create it on the device with device=", fix=fix)
+
+    def _move(self, call: cst.Call) -> str | None | object:
+        """``_move_target``, and the moves that also convert the dtype, which no ``device=`` alone rewrites
+        (None): ``.to(t)`` of a tensor ``t`` (to its device and dtype), ``.type_as(t)`` (to ``t``'s tensor type,
+        its device included) unless ``t`` is known to be on the host, ``.type(torch.cuda.FloatTensor)`` or of a
+        name bound to a CUDA tensor type (``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor``)."""
+        method = call.func.attr.value
+        args = [a.value for a in call.args if not a.star]
+        if method == "type_as":
+            return None if len(args) == 1 and self.may_be_tensor(args[0]) else _NOT_A_MOVE
+        if method == "type":
+            return None if len(args) == 1 and self._cuda_type(args[0]) else _NOT_A_MOVE
+        target = _move_target(self.ctx, call)
+        if target is _NOT_A_MOVE and len(call.args) == 1 and call.args[0].keyword is None and \
+                self.is_tensor(args[0]):
+            return None
+        return target
+
+    def _cuda_type(self, expr: cst.BaseExpression) -> bool:
+        """``torch.cuda.FloatTensor``, ``"torch.cuda.HalfTensor"``, or a name bound (in its function, else at
+        module level) only to expressions naming one."""
+        values: list = [expr]
+        if isinstance(expr, cst.Name):
+            value = self.facts.value_of(expr)
+            values = [value] if value is not None else \
+                [b.value for b in self.facts.bindings(self.ctx.module).bindings.get(expr.value, ())]
+        return bool(values) and all(v is not None and "cuda." in self.ctx.code_for(v) and
+                                    "Tensor" in self.ctx.code_for(v) for v in values)
 
     def _host_built(self, expr: cst.BaseExpression, depth: int = 0, filled: bool = False):
         """(creation call, its name, whether ``device=`` there and dropping the move is the fix) when ``expr`` is a

@@ -221,7 +221,8 @@ def _feeds_output(rule: SourceRule, node: cst.CSTNode) -> bool:
 # --------------------------------------------------------------------------------------------------------------
 class TensorToPythonScalarInLoop(SourceRule):
     code = "TL103"
-    triggers = ("float(", "int(", "bool(", "if ", "while ", "max(", "min(", "assert ", "math")
+    triggers = ("float(", "int(", "bool(", "if ", "while ", "max(", "min(", "assert ", "math", "not ", "any(",
+                "all(")
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualified_name(node.func)
@@ -232,6 +233,11 @@ class TensorToPythonScalarInLoop(SourceRule):
             why = "compares tensors on the host"
         elif name and name.startswith("math.") and positional:
             why = "converts a tensor to a Python float on the host"  # math.isnan(t), math.sqrt(t): t.__float__()
+        elif name in ("builtins.any", "builtins.all") and len(positional) == 1 and \
+                isinstance(positional[0], (cst.GeneratorExp, cst.ListComp)) and \
+                not _is_not(positional[0].elt) and self.is_tensor(positional[0].elt):
+            why = "takes the truth value of each tensor on the host"  # any(torch.isnan(p.grad).any() for p in ps)
+            positional = [positional[0].elt]
         else:
             return
         if not any(self.is_tensor(value) for value in positional):
@@ -264,11 +270,36 @@ class TensorToPythonScalarInLoop(SourceRule):
     def visit_If(self, node: cst.If) -> None:
         self._test(node, node.test, "if")
 
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._test(node, node.test, "if")
+
+    def visit_CompIf(self, node: cst.CompIf) -> None:
+        self._test(node, node.test, "if")
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+        """``not t`` outside a test (a test's truth value is reported with its statement): ``ok = not
+        torch.isfinite(loss).all()``, ``any(not torch.isfinite(p.grad).all() for p in params)``."""
+        if not isinstance(node.operator, cst.Not) or not self.is_tensor(node.expression):
+            return
+        part, parent = node, self.ctx.parent(node)
+        while isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)):
+            part, parent = parent, self.ctx.parent(parent)
+        if isinstance(parent, (cst.If, cst.While, cst.Assert, cst.IfExp, cst.CompIf)) and parent.test is part:
+            return
+        loop = _sync_loop(self, node)
+        if loop is not None:
+            self.report(node, f"`{_snippet(self.ctx, node)}` in {loop.description} takes the truth value of a "
+                              "tensor on the host: a host-device sync every step")
+
     def visit_While(self, node: cst.While) -> None:
         self._test(node, node.test, "while")
 
     def visit_Assert(self, node: cst.Assert) -> None:
         self._test(node, node.test, "assert")
+
+
+def _is_not(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -365,24 +396,41 @@ class NonzeroInLoop(SourceRule):
             self._report(node, "has a data-dependent output size")
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
-            return
-        index = node.slice[0].slice.value
-        if not self._mask_like(index, 0) or _sync_loop(self, node) is None:
+        # the mask may be one index among several (``x[:, mask]``, ``x[idx, mask]``); a slice or ``...`` beside it
+        # keeps a Python-scalar write a masked fill (measured: ``x[:, m] = 0.0`` does not sync, ``x[idx, m] = 0.0``
+        # does), a tensor index beside it does not
+        indices = [el.slice.value if isinstance(el.slice, cst.Index) else None for el in node.slice]
+        candidates = [i for i in indices if i is not None and self._mask_like(i, 0)]
+        if not candidates or _sync_loop(self, node) is None:
             return
         parent = self.ctx.parent(node)
         if isinstance(parent, cst.AssignTarget) and parent.target is node:
             assign = self.ctx.parent(parent)
             value = assign.value if isinstance(assign, cst.Assign) else None
-            if value is None or isinstance(value, cst.Subscript) or is_python_scalar(value, self.ctx):
-                return  # ``x[mask] = 0.0`` is masked_fill_; ``x[m] = y[m]`` is reported at the read
-            if not self.is_tensor(value) or not self._is_mask(index, node.value):
+            if value is None or isinstance(value, cst.Subscript):
+                return  # ``x[m] = y[m]`` is reported at the read
+            if is_python_scalar(value, self.ctx):
+                if len(indices) == 1:
+                    return  # ``x[mask] = 0.0`` is masked_fill_
+                what = "(boolean-mask assignment beside an index tensor)"
+            elif self.is_tensor(value):
+                what = "(boolean-mask assignment of a tensor)"
+            else:
                 return
-            self._report(node, "(boolean-mask assignment of a tensor) needs the mask's nonzero indices")
-        elif self.may_be_tensor(node.value) and self._is_mask(index, node.value):
+            mask = self._mask_index(candidates, node.value)
+            if mask is None or what.endswith("index tensor)") and not any(
+                    i is not None and i is not mask and self.is_tensor(i) for i in indices):
+                return  # ``x[:, mask] = 0.0`` is masked_fill_ too
+            self._report(node, f"{what} needs the mask's nonzero indices")
+        elif self.may_be_tensor(node.value) and self._mask_index(candidates, node.value) is not None:
             update = isinstance(parent, cst.AugAssign) and parent.target is node
             self._report(node, "(boolean-mask update) reads and writes through the mask's nonzero indices" if update
                          else "(boolean-mask indexing) has a data-dependent shape")
+
+    def _mask_index(self, candidates: list[cst.BaseExpression], indexed: cst.BaseExpression):
+        """The one index among ``candidates`` that is a boolean mask (None: none, or several)."""
+        masks = [c for c in candidates if self._is_mask(c, indexed)]
+        return masks[0] if len(masks) == 1 else None
 
     @staticmethod
     def _mask_like(expr: cst.BaseExpression, depth: int) -> bool:
@@ -392,6 +440,9 @@ class NonzeroInLoop(SourceRule):
         if isinstance(expr, cst.UnaryOperation):
             return isinstance(expr.operator, cst.BitInvert)
         if isinstance(expr, cst.BinaryOperation):
+            if isinstance(expr.operator, cst.Multiply):  # ``(u > 0) * (l == u)``: a product of masks is one
+                return NonzeroInLoop._mask_like(expr.left, depth + 1) and \
+                    NonzeroInLoop._mask_like(expr.right, depth + 1)
             return isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor))
         if isinstance(expr, cst.Call):
             method = _method(expr)
@@ -413,6 +464,9 @@ class NonzeroInLoop(SourceRule):
             return self._is_mask(expr.expression, indexed, depth + 1)
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
             return self._is_mask(expr.left, indexed, depth + 1) or self._is_mask(expr.right, indexed, depth + 1)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+            return self._mask_like(expr, depth) and (self._is_mask(expr.left, indexed, depth + 1) or
+                                                     self._is_mask(expr.right, indexed, depth + 1))
         if isinstance(expr, cst.Call):
             name = self.ctx.qualified_name(expr.func)
             if name and name.startswith("torch.") and name[6:] in _MASK_METHODS:
@@ -438,6 +492,8 @@ class NonzeroInLoop(SourceRule):
             return self._is_bool(expr.expression, depth + 1)
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
             return self._is_bool(expr.left, depth + 1) or self._is_bool(expr.right, depth + 1)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+            return self._is_bool(expr.left, depth + 1) and self._is_bool(expr.right, depth + 1)
         if isinstance(expr, cst.Call):
             dtype = _bool_dtype(expr)
             if dtype is not None:
