@@ -4,7 +4,6 @@ resolve a ``**kwargs`` dict built in the same function, and the fixes' edits of 
 from __future__ import annotations
 
 import re
-import warnings
 from bisect import bisect_right
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
@@ -13,19 +12,8 @@ import libcst as cst
 
 from tracelint.engine import Edit
 from tracelint.source.context import FileContext, dotted_name, iter_descendants
-
-_UNSET = object()
-
-
-def evaluated(expr: cst.Integer | cst.Float | cst.SimpleString):
-    """libcst's ``evaluated_value`` (``ast.literal_eval`` of the token), or ``_UNSET`` where that raises: a string
-    holding a null byte, an integer of more than 4,300 digits (libcst parses files Python's parser rejects)."""
-    try:
-        with warnings.catch_warnings():  # literal_eval warns on stderr about "\d" and the like
-            warnings.simplefilter("ignore")
-            return expr.evaluated_value
-    except (ValueError, SyntaxError, MemoryError, RecursionError, OverflowError):
-        return _UNSET
+from tracelint.source.nodes import UNSET as _UNSET
+from tracelint.source.nodes import evaluated
 
 
 def literal(expr: cst.BaseExpression | None):
