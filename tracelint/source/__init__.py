@@ -79,7 +79,7 @@ def _lint_job(job: tuple[Path, Config, bool, bool, dict | None]) -> tuple[list, 
     from tracelint.source.lint import _Run, lint_in_run
 
     path, config, fix, unsafe, part = job
-    # (entries, on_device, graph_collates, precision, pinned, stepping, alone, factories, parameters)
+    # (entries, on_device, graph_collates, precision, pinned, stepping, alone, factories, parameters, calls_only)
     run = _Run(*part) if part is not None else None
     return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe, run=run)
 
@@ -112,7 +112,7 @@ def lint_paths(
         asked = fix and any(config.enabled("TL401") or config.enabled("TL404") for _, config in files)
         precision = program_precision([path for path, _ in files]) if asked else {}
         parts: list[tuple | None] = [({}, False, collates, precision.get(path, frozenset()) if fix else None, {},
-                                      frozenset(), False, {}, {}) for path, _ in files]
+                                      frozenset(), False, {}, {}, False) for path, _ in files]
     else:  # one file: judged on its own as before; what it calls every step is followed into the project
         parts = [_ALONE] * len(files)
     jobs = [(path, config, fix, unsafe_fixes, part) for (path, config), part in zip(files, parts, strict=True)]
@@ -133,7 +133,7 @@ def lint_paths(
 
 # The part of a file analysed on its own (a one-file run, a project file a call leads to): no entry points yet, its
 # own precision settings (lint._Run).
-_ALONE = ({}, False, frozenset(), None, {}, frozenset(), True, {}, {})
+_ALONE = ({}, False, frozenset(), None, {}, frozenset(), True, {}, {}, False)
 REACH_SECONDS = 10.0  # project files are looked for and read for this long per run at most (project.reached)
 
 
@@ -169,14 +169,17 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
                   config_for: Callable[[Path], Config]) -> dict[Path, set[tuple]]:
     """Analyse again, with their entry points, the files whose functions other files of the run call every step
     (runcalls.resolve), and add the findings that brings to their results (in place, before their FileChecked).
-    Project files the run did not name that those calls lead to (project.reached) are added to ``jobs`` and
-    ``results``; the keys of the findings they have on their own are returned ({path: keys}): not reported."""
+    The rounds that settle who calls what are made of calls-only analyses (no rule runs: lint._Run.calls_only);
+    each file whose part changed is then analysed once with its rules. Project files the run did not name that those
+    calls lead to (project.reached) are added to ``jobs`` and ``results``; the keys of the findings they have on
+    their own are returned ({path: keys}): not reported."""
     from tracelint.source.project import ProjectIndex, factories, parameter_modules, reached
     from tracelint.source.runcalls import MAX_ROUNDS, RunCalls, pinned_parameters, resolve, stepping_calls
 
     index = {job[0]: i for i, job in enumerate(jobs)}
     calls = {job[0]: result[1] or RunCalls() for job, result in zip(jobs, results, strict=True)}
-    done: dict[Path, tuple] = {}
+    settled: dict[Path, tuple] = {}  # the part each file was last analysed with
+    on_device: set[Path] = set()
     hidden: dict[Path, set[tuple]] = {}
     deadline = time.monotonic() + REACH_SECONDS
     project = ProjectIndex()
@@ -191,34 +194,45 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
                 calls[job[0]] = result[1] or RunCalls()
                 hidden[job[0]] = {_key(f) for f in result[0] if isinstance(f, Finding)}
         entries, device = resolve(calls)
+        # a file that a file with device evidence calls stays on the device: its own evidence then includes the
+        # caller's (RunCalls.device), which would drop it from the next round's set
+        on_device |= device
         pinned, stepping = pinned_parameters(calls), stepping_calls(calls)
         made = factories(calls, project) if time.monotonic() < deadline else {}
         passed = parameter_modules(calls)
 
         def part_of(path: Path) -> tuple:
             first = jobs[index[path]][4]
-            return (entries.get(path, {}), path in device, first[2], first[3], pinned.get(path, {}),
-                    stepping.get(path, frozenset()), first[6], made.get(path, {}), passed.get(path, {}))
+            return (entries.get(path, {}), path in on_device, first[2], first[3], pinned.get(path, {}),
+                    stepping.get(path, frozenset()), first[6], made.get(path, {}), passed.get(path, {}), True)
 
-        wanted = {path: p for path in {*entries, *device, *pinned, *stepping, *made, *passed} if path in index
-                  and (p := part_of(path)) != done.get(path, jobs[index[path]][4])}
+        wanted = {}
+        for path in {*entries, *on_device, *pinned, *stepping, *made, *passed} & index.keys():
+            part = part_of(path)
+            if part[:-1] != settled.get(path, jobs[index[path]][4])[:-1]:
+                wanted[path] = part
         if not wanted:
-            return hidden
+            break
         again = [(path, jobs[index[path]][1], False, False, part) for path, part in wanted.items()]
-        for job, (items, more) in zip(again, _run_jobs(again), strict=True):
-            path = job[0]
-            done[path] = job[4]
-            old_items = results[index[path]][0]
-            seen = {_key(f) for f in old_items if isinstance(f, Finding)}
-            new = [f for f in items if isinstance(f, Finding) and _key(f) not in seen]
-            if new:
-                found = sorted([*(i for i in old_items if isinstance(i, Finding)), *new], key=Finding.sort_key)
-                rest = [i for i in old_items if not isinstance(i, Finding)]  # its errors, then its FileChecked
-                results[index[path]] = ([*found, *rest], results[index[path]][1])
-            if more is not None:
-                old = results[index[path]][1]
-                calls[path] = replace(more, pending=more.pending | old.pending) if old is not None else more
-                results[index[path]] = (results[index[path]][0], calls[path])
+        for job, (_items, told) in zip(again, _run_jobs(again), strict=True):
+            settled[job[0]] = job[4]
+            if told is not None:
+                old = calls[job[0]]
+                calls[job[0]] = replace(told, pending=told.pending | old.pending)
+    final = [(path, jobs[index[path]][1], False, False, (*part[:-1], False)) for path, part in settled.items()]
+    for job, (items, told) in zip(final, _run_jobs(final), strict=True):
+        path = job[0]
+        old_items = results[index[path]][0]
+        seen = {_key(f) for f in old_items if isinstance(f, Finding)}
+        new = [f for f in items if isinstance(f, Finding) and _key(f) not in seen]
+        if new:
+            found = sorted([*(i for i in old_items if isinstance(i, Finding)), *new], key=Finding.sort_key)
+            rest = [i for i in old_items if not isinstance(i, Finding)]  # its errors, then its FileChecked
+            results[index[path]] = ([*found, *rest], results[index[path]][1])
+        if told is not None:
+            old = results[index[path]][1]
+            calls[path] = replace(told, pending=told.pending | old.pending) if old is not None else told
+            results[index[path]] = (results[index[path]][0], calls[path])
     return hidden
 
 

@@ -71,22 +71,27 @@ class CallIndex:
         self.unpacked: dict[str, list[tuple[cst.BaseExpression, int]]] = {}  # ``a, b = f()``: a -> (f(), 0)
         set_parent = getattr(tree, "_set_parent", None)
         stack: list[cst.CSTNode] = [tree.module]
+        # Dispatch on the exact node type: isinstance against libcst's classes goes through ABCMeta (most of the
+        # walk's time when written that way).
+        call, function, klass, assign, annotated, loop, comp = (cst.Call, cst.FunctionDef, cst.ClassDef, cst.Assign,
+                                                                 cst.AnnAssign, cst.For, cst.CompFor)
         while stack:
             node = stack.pop()
-            if isinstance(node, cst.Call):
+            kind = type(node)
+            if kind is call:
                 # "" for a callee without a name: ``heads["bbox"](x)``, ``make()(x)`` (instance calls: Modules)
                 self.calls.setdefault(callee_name(node) or "", []).append(node)
-            elif isinstance(node, cst.FunctionDef):
+            elif kind is function:
                 self.functions.append(node)
-            elif isinstance(node, cst.ClassDef):
+            elif kind is klass:
                 self.classes.setdefault(node.name.value, []).append(node)
-            elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
-                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            elif (kind is assign or kind is annotated) and node.value is not None:
+                targets = [t.target for t in node.targets] if kind is assign else [node.target]
                 for target in targets:
-                    if isinstance(target, cst.Name) and isinstance(node.value, cst.Call):
+                    if type(target) is cst.Name and type(node.value) is call:
                         self.instances.setdefault(target.value, []).append(node.value)
                     self._assign(target, node.value)
-            elif isinstance(node, (cst.For, cst.CompFor)) and isinstance(node.target, cst.Name):
+            elif (kind is loop or kind is comp) and type(node.target) is cst.Name:
                 self.iterated.setdefault(node.target.value, []).append(node.iter)
             for child in iter_children(node):
                 if set_parent is not None:
@@ -231,11 +236,11 @@ class Modules:
             target = "*." + func.attr.value
         if target is None or target.split(".")[0] in EXTERNAL_MODULES:
             return False
+        self.made.add((target, element))  # also once resolved: the run resolves what the file reports each round
         resolved = self.factories.get((target, element))
         if resolved is not None:
             found.extend(resolved)
             return True
-        self.made.add((target, element))
         return target.startswith("*.") or element is not None
 
     def _passed(self, name: str) -> list[str]:

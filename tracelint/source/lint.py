@@ -83,14 +83,36 @@ class _Crashed(Exception):
     """The child process analysing a file died or could not report."""
 
 
+# The last texts parsed and screened in this process: the rounds of a run (callers.py, project.py) analyse a file
+# several times; its tree, screen and positions (context.py) are made once. libcst trees are immutable.
+_KEEP = 64
+_parsed: dict[str, cst.Module] = {}
+_looks: dict[str, Look] = {}
+
+
+def _kept(cache: dict, text: str, value):
+    if len(cache) >= _KEEP:
+        cache.pop(next(iter(cache)))
+    cache[text] = value
+    return value
+
+
+def _examine(text: str) -> Look:
+    look = _looks.get(text)
+    return look if look is not None else _kept(_looks, text, examine(text))
+
+
 def _parse(text: str) -> cst.Module:
+    known = _parsed.get(text)
+    if known is not None:
+        return known
     refused = hazard(text)  # before the native parser: what it cannot take safely
     if refused is not None:
         raise _ParseError(*refused)
     import libcst as cst
 
     try:
-        return cst.parse_module(text)
+        return _kept(_parsed, text, cst.parse_module(text))
     except cst.ParserSyntaxError as exc:
         raise _syntax_error(text, exc) from None
     except RecursionError:
@@ -127,7 +149,7 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     what it tells the others is stored in ``run.calls``."""
     pinned = run.pinned if run is not None else {}
     active = [cls for cls in rules if (cls.wanted(doc.text) or pinned and cls.follows_pinned_loaders)
-              and may_report(cls.code, found)]
+              and may_report(cls.code, found) and not (run is not None and run.calls_only)]
     if not active and run is None and look is not None and look.sites is not None:
         return []  # Python's parser took the file (else libcst must judge it: a syntax error is reported)
     from tracelint.source.context import FileContext
@@ -207,6 +229,7 @@ class _Run:
     alone: bool = False  # judged on its own settings (a one-file run, a project file a call leads to)
     factories: dict = field(default_factory=dict)  # project.factories of the file
     parameters: dict = field(default_factory=dict)  # project.parameter_modules of the file
+    calls_only: bool = False  # a round of call following: what the file tells the others, no rule runs
     defines: frozenset[str] | None = None  # the screen's Look.defines (None: Python's parser did not take the file)
     calls: RunCalls | None = None
 
@@ -249,7 +272,7 @@ def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_f
     # Python's parser has taken them (a file that does not parse is an error on every path: issue #34).
     if "torch" not in doc.text and parses(doc.text):
         return [FileChecked(display)], None
-    look = examine(doc.text)
+    look = _examine(doc.text)
     if look.too_complex:
         return [InputError(display, "nested too deeply for Python's own parser: not analysed"),
                 FileChecked(display)], None

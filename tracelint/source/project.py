@@ -178,7 +178,7 @@ def factory_classes(target: str, element: int | None, caller: _Module, modules: 
         defining = [(m, d) for m in modules for d in m.calls.defines if d.rsplit(".", 1)[-1] == method]
         places = defining if len(defining) == 1 else []
     else:
-        places = list(_candidates(target, caller, modules))
+        places = list(_candidates(target, caller, modules, loose=False))
         if not places:
             place = locate(target, caller.path)
             if place is not None:

@@ -123,7 +123,7 @@ def _parts(path: Path) -> tuple[str, ...]:
     return parts[:-1] if parts and parts[-1] == "__init__" else parts
 
 
-def _candidates(target: str, caller: _Module, modules: list[_Module]):
+def _candidates(target: str, caller: _Module, modules: list[_Module], loose: bool = True):
     """(module, member) pairs ``target`` may name, the most specific first: a module of the run whose path ends with
     the import's module path (relative imports from the caller's folder) and defines the member; else the one module
     of the run that defines the member."""
@@ -146,6 +146,8 @@ def _candidates(target: str, caller: _Module, modules: list[_Module]):
             if member in module.calls.defines and want and module.parts[-len(want):] == want:
                 yield module, member
                 return
+    if not loose:  # only a module whose path is the import's
+        return
     member_options = (".".join(names[-2:]), names[-1]) if len(names) > 1 else (names[-1],)
     for member in member_options:
         defining = [m for m in modules if member in m.calls.defines]
