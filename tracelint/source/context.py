@@ -38,7 +38,6 @@ meant to be cheap (libcst's QualifiedNameProvider is precise but made TorchFix ~
 """
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from functools import cached_property
 
@@ -46,92 +45,18 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from tracelint.engine import SourceLocation
+
+# The node helpers live in nodes.py (flow.py reads them too); rules import them from here.
+from tracelint.source.nodes import SKIP_NODES as SKIP_NODES
+from tracelint.source.nodes import callee_name as callee_name
+from tracelint.source.nodes import dotted_name as dotted_name
+from tracelint.source.nodes import iter_children as iter_children
+from tracelint.source.nodes import iter_descendants as iter_descendants
 from tracelint.source.vocab import BUILTINS as _BUILTINS
-
-
-def dotted_name(expr: cst.BaseExpression) -> str | None:
-    """``a.b.c`` for a Name/Attribute chain, else None."""
-    parts: list[str] = []
-    while isinstance(expr, cst.Attribute):
-        parts.append(expr.attr.value)
-        expr = expr.value
-    if not isinstance(expr, cst.Name):
-        return None
-    parts.append(expr.value)
-    return ".".join(reversed(parts))
-
-
-def callee_name(call: cst.Call) -> str | None:
-    """The last name of what ``call`` calls: ``f`` for ``f(x)``, ``step`` for ``self.opt.step()``; else None."""
-    func = call.func
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None
 
 
 def _module_name(expr: cst.BaseExpression | None) -> str:
     return dotted_name(expr) or "" if expr is not None else ""
-
-
-# Node types never dispatched nor descended into: layout and punctuation carry nothing a rule judges.
-SKIP_NODES = (
-    cst.BaseParenthesizableWhitespace, cst.TrailingWhitespace, cst.EmptyLine, cst.Newline, cst.Comment,
-    cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace,
-    cst.RightCurlyBrace, cst.Comma, cst.Dot, cst.Semicolon, cst.Colon, cst.AssignEqual, cst.ImportStar,
-    cst.Asynchronous,
-)
-_LAYOUT_FIELDS = ("whitespace", "leading_lines", "lines_after", "lpar", "rpar", "header", "footer", "lbracket",
-                  "rbracket", "lbrace", "rbrace", "comma", "semicolon", "equal", "colon", "dot")
-_child_fields: dict[type, tuple[str, ...]] = {}
-
-
-def child_fields(cls: type) -> tuple[str, ...]:
-    """The dataclass fields of a node type that may hold child nodes (layout fields dropped by name)."""
-    names = _child_fields.get(cls)
-    if names is None:
-        names = tuple(f.name for f in dataclasses.fields(cls) if not f.name.startswith(_LAYOUT_FIELDS))
-        _child_fields[cls] = names
-    return names
-
-
-_visit_type: dict[type, bool] = {}
-
-
-def is_visited_node(value: object) -> bool:
-    """True for a node the traversal visits (a CSTNode that is not layout). Cached per type: isinstance against
-    libcst's abstract base classes goes through ABCMeta and was the walk's largest cost."""
-    cls = type(value)
-    verdict = _visit_type.get(cls)
-    if verdict is None:
-        verdict = _visit_type[cls] = isinstance(value, cst.CSTNode) and not isinstance(value, SKIP_NODES)
-    return verdict
-
-
-def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    visited = _visit_type
-    for name in child_fields(type(node)):
-        value = getattr(node, name)
-        cls = type(value)
-        if cls is tuple or cls is list:
-            for item in value:
-                if visited.get(type(item)) or (visited.get(type(item)) is None and is_visited_node(item)):
-                    yield item
-        elif visited.get(cls) or (visited.get(cls) is None and is_visited_node(value)):
-            yield value
-
-
-def iter_descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node below ``node`` (not ``node`` itself), parents before children, in source order."""
-    stack = [iter_children(node)]
-    while stack:
-        child = next(stack[-1], None)
-        if child is None:
-            stack.pop()
-            continue
-        yield child
-        stack.append(iter_children(child))
 
 
 class _Bindings:
