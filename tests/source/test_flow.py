@@ -2,20 +2,25 @@
 matmuls?), TL404 (layer sizes), TL204 (is this a device?)."""
 from __future__ import annotations
 
-import ast
-
+import libcst as cst
 import pytest
 
+from tracelint.source.context import iter_descendants
 from tracelint.source.flow import Flow
 
 
-def _flow_of(source: str, expr: str) -> tuple[Flow, ast.expr]:
+def _flow_of(source: str, expr: str) -> tuple[Flow, cst.BaseExpression]:
     """The Flow of ``source`` and the node of the last statement ``probe = <expr>`` appended to it at module level,
     or inside ``def`` when ``source`` ends in a function body (indented ``probe``)."""
-    tree = ast.parse(source + expr)
-    flow = Flow(tree)
-    probe = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "probe"]
+    module = cst.parse_module(source + expr)
+    flow = Flow(module)
+    probe = [n for n in iter_descendants(module) if isinstance(n, cst.Assign)
+             and getattr(n.targets[0].target, "value", "") == "probe"]
     return flow, probe[-1].value
+
+
+def _calls(module: cst.Module) -> list[tuple[cst.Call, str]]:
+    return [(n, module.code_for_node(n)) for n in iter_descendants(module) if isinstance(n, cst.Call)]
 
 
 GPT = """\
@@ -63,14 +68,13 @@ def test_ints_at_module_level(expr, expected):
 
 
 def test_ints_of_a_parameter_are_the_calls_arguments():
-    tree = ast.parse(GPT)
-    flow = Flow(tree)
-    fc = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n) == "nn.Linear(dim, hidden)")
+    module = cst.parse_module(GPT)
+    flow = Flow(module)
+    fc = next(n for n, code in _calls(module) if code == "nn.Linear(dim, hidden)")
     # MLP(256) and MLP(1024): both values, and hidden = mult * dim with mult's default 4
-    assert flow.ints(fc.args[0]) == {256, 1024} and flow.ints(fc.args[1]) == {1024, 4096}
-    qkv = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and "c_attn" not in ast.unparse(n)
-               and ast.unparse(n).startswith("nn.Linear(config"))
-    assert flow.ints(qkv.args[1]) == {3 * 1024, 3 * 768}  # GPTConfig(n_embd=1024) and the default
+    assert flow.ints(fc.args[0].value) == {256, 1024} and flow.ints(fc.args[1].value) == {1024, 4096}
+    qkv = next(n for n, code in _calls(module) if "c_attn" not in code and code.startswith("nn.Linear(config"))
+    assert flow.ints(qkv.args[1].value) == {3 * 1024, 3 * 768}  # GPTConfig(n_embd=1024) and the default
 
 
 @pytest.mark.parametrize("binding, expected", [
@@ -231,3 +235,22 @@ def test_tl204_follows_a_creation_through_shape_and_dtype_methods(lint, made, fl
         if fixed is not None:
             from tracelint.source.fix import apply_edits
             assert f"x = {fixed}\n" in apply_edits(source, found[0].fix.edits)
+
+
+# -- one tree: the rules' own nodes, no position join ---------------------------------------------------------------
+def test_ints_on_a_line_with_non_ascii_text_before_the_node():
+    """Python's ``ast`` counts columns in UTF-8 bytes, libcst in characters: joined by position, a size after
+    ``"é"`` on its line was unknown. The rules' nodes are the flow's own now."""
+    from tracelint.source.context import FileContext
+
+    source = 'VOCAB = 50257\nlabel = "é"; head = torch.nn.Linear(768, VOCAB)\n'
+    module = cst.parse_module(source)
+    ctx = FileContext("t.py", source, module)
+    size = next(n for n, _ in _calls(module)).args[1].value
+    assert ctx.ints(size) == {50257}
+
+
+def test_flow_of_deeply_nested_code_is_built_without_recursion():
+    source = "x = " + " + ".join(["1"] * 3000) + "\nprobe = x\n"
+    flow, node = _flow_of(source, "")
+    assert flow.ints(node) is None  # deeper than MAX_DEPTH: unknown, and no RecursionError on the way

@@ -9,7 +9,15 @@ import pytest
 
 from tracelint.engine import Config, Finding, Severity
 from tracelint.source import lint_paths
-from tracelint.source.runcalls import EXTERNAL, FULL, MATMUL, REDUCED, TF32, precision_settings, program_precision
+from tracelint.source.rules.precision_settings import (
+    EXTERNAL,
+    FULL,
+    MATMUL,
+    REDUCED,
+    TF32,
+    precision_settings,
+    program_precision,
+)
 
 LOOP = """\
 import torch

@@ -103,14 +103,18 @@ def lint_paths(
     # A run of several files follows per-step calls across them (callers.py): results are held until the
     # functions other files call every step have been analysed as such.
     if len(files) > 1:
-        from tracelint.source.runcalls import graph_collates, program_precision
+        from tracelint.source.runcalls import graph_collates
 
         collates = graph_collates([path for path, _ in files])
         # TL401 and TL404 judge a file by its program's precision settings; a run without them need not read them
         # A plain run settles them after the analysis from each file's own (found where it is parsed: settle); a
         # fix must know them before it is written.
         asked = fix and any(config.enabled("TL401") or config.enabled("TL404") for _, config in files)
-        precision = program_precision([path for path, _ in files]) if asked else {}
+        precision: dict[Path, frozenset[str]] = {}
+        if asked:  # (libcst: only when a fix is asked for)
+            from tracelint.source.rules.precision_settings import program_precision
+
+            precision = program_precision([path for path, _ in files])
         parts: list[tuple | None] = [({}, False, collates, precision.get(path, frozenset()) if fix else None, {},
                                       frozenset(), False, {}, {}, False) for path, _ in files]
     else:  # one file: judged on its own as before; what it calls every step is followed into the project
@@ -237,11 +241,14 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
 
 
 def _settle_precision(jobs: list, results: list[tuple[list, object]]) -> None:
-    """Drop the TL401/TL404 findings of files whose programs' precision settings do not call for them (runcalls.settle:
-    the rules reported them pending, as the settings of the other files were not known yet)."""
-    from tracelint.source.runcalls import settle
-
+    """Drop the TL401/TL404 findings of files whose programs' precision settings do not call for them
+    (precision_settings.settle: the rules reported them pending, as the settings of the other files were not known
+    yet)."""
     calls = {job[0]: result[1] for job, result in zip(jobs, results, strict=True) if result[1] is not None}
+    if not any(told.pending for told in calls.values()):
+        return  # nothing to settle: libcst need not be imported here
+    from tracelint.source.rules.precision_settings import settle
+
     kept = settle(calls)
     for i, (job, (items, told)) in enumerate(zip(jobs, results, strict=True)):
         if told is None or not told.pending:

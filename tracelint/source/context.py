@@ -12,10 +12,10 @@ API for rule authors (one ``FileContext`` per file, shared by every rule on that
     ctx.entries               {"f" or "C.m": callers.Entry}: functions other files of the run call every step
     ctx.device_from_run       a file of the run with device evidence calls this file's functions
     ctx.graph_collates        names of the run's functions that batch graphs (a collate_fn defined elsewhere)
-    ctx.program_precision     in a run of several files: the precision settings (runcalls.TF32, ...) of the
-                              programs the file is part of (runcalls.program_precision); None outside a run, and
-                              in a plain run, where ``ctx.defer_precision`` is set: rules that depend on them add
-                              their code to ``ctx.pending`` and the run settles them (runcalls.settle)
+    ctx.program_precision     in a run of several files: the precision settings (precision_settings.TF32, ...) of
+                              the programs the file is part of (rules/precision_settings.py); None outside a run,
+                              and in a plain run, where ``ctx.defer_precision`` is set: rules that depend on them
+                              add their code to ``ctx.pending`` and the run settles them (precision_settings.settle)
     ctx.ints(expr) / ctx.device(expr)   constant and device data flow (flow.py): the integers ``expr`` may hold
                               (None: unknown), and whether it names an accelerator (True), the CPU (False) or
                               nothing the file binds (None)
@@ -50,6 +50,7 @@ from tracelint.engine import SourceLocation
 from tracelint.source.nodes import SKIP_NODES as SKIP_NODES
 from tracelint.source.nodes import callee_name as callee_name
 from tracelint.source.nodes import dotted_name as dotted_name
+from tracelint.source.nodes import evaluated
 from tracelint.source.nodes import iter_children as iter_children
 from tracelint.source.nodes import iter_descendants as iter_descendants
 from tracelint.source.vocab import BUILTINS as _BUILTINS
@@ -166,8 +167,7 @@ class FileContext:
     def __init__(self, path: str, source: str, module: cst.Module, *,
                  cell_lines: tuple[tuple[int, int], ...] | None = None, entries: dict | None = None,
                  device_from_run: bool = False, graph_collates: frozenset[str] = frozenset(),
-                 program_precision: frozenset[str] | None = None, own_precision: frozenset[str] | None = None,
-                 defer_precision: bool = False) -> None:
+                 program_precision: frozenset[str] | None = None, defer_precision: bool = False) -> None:
         self.path = path
         # Functions of this file that per-step loops of other files of the run call (callers.py: {"f": Entry}).
         self.entries = entries or {}
@@ -175,17 +175,14 @@ class FileContext:
         self.device_from_run = device_from_run
         # Names of functions of other files of the run that batch graphs in a collate (runcalls.graph_collates).
         self.graph_collates = graph_collates
-        # The precision settings of the programs this file is part of (runcalls.program_precision); None: one file.
+        # The precision settings of the programs this file is part of (precision_settings.program_precision); None:
+        # one file. In a run whose programs' settings are settled after the analysis (precision_settings.settle): the
+        # rules whose findings stand only if the programs agree (``pending``).
         self.program_precision = program_precision
-        # The file's own settings when the screen found them on its tree (None: rules.precision reads them), and in
-        # a run whose programs' settings are settled after the analysis (runcalls.settle): the rules whose findings
-        # stand only if the programs agree (``pending``).
-        self.own_precision = own_precision
         # {"f" or "C.m": positions or keywords}: parameters another file of the run passes a pinned DataLoader
         self.pinned_parameters: dict[str, frozenset[int | str]] = {}
         # imported functions that step an optimizer in another file of the run (runcalls.stepping_calls)
         self.stepping_targets: frozenset[str] = frozenset()
-        self.ast_tree = None  # Python's ``ast`` of ``source`` when the screen already has it (for ``flow``)
         self.defer_precision = defer_precision
         self.pending: set[str] = set()
         self.source = source
@@ -200,43 +197,25 @@ class FileContext:
 
     @cached_property
     def flow(self):
-        """The file's constant and device data flow (flow.Flow on Python's ``ast``; an empty one when Python's own
-        parser rejects what libcst took)."""
-        import ast
-
+        """The file's constant and device data flow (flow.Flow on ``module``), made when a rule first asks."""
         from tracelint.source.flow import Flow
 
-        tree = self.ast_tree
-        if tree is None:
-            from tracelint.source.screen import parse_quietly
-
-            try:
-                tree = parse_quietly(self.source)
-            except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-                tree = ast.Module(body=[], type_ignores=[])
-        return Flow(tree)
-
-    def _flow_node(self, expr: cst.BaseExpression):
-        where = self.position(expr)
-        return self.flow.node_at((where.start.line, where.start.column), (where.end.line, where.end.column))
+        return Flow(self.module)
 
     def ints(self, expr: cst.BaseExpression) -> frozenset[int] | None:
         """The integers ``expr`` may hold (flow.Flow.ints), None when unknown."""
-        if isinstance(expr, cst.Integer):
-            value = expr.evaluated_value if expr.value.isdigit() else None
+        if isinstance(expr, cst.Integer):  # a literal written in digits only (``1_024``, ``0x400``: unknown)
+            value = evaluated(expr) if expr.value.isdigit() else None
             return frozenset({value}) if isinstance(value, int) else None
-        node = self._flow_node(expr)
-        return self.flow.ints(node) if node is not None else None
+        return self.flow.ints(expr)
 
     def bound(self, expr: cst.BaseExpression) -> list | None:
-        """What a name or attribute (``self.metric``) may hold, as Python ``ast`` expressions (flow.Flow.bound)."""
-        node = self._flow_node(expr)
-        return self.flow.bound(node) if node is not None else None
+        """What a name or attribute (``self.metric``) may hold, as expressions of ``module`` (flow.Flow.bound)."""
+        return self.flow.bound(expr)
 
     def device(self, expr: cst.BaseExpression) -> bool | None:
         """Whether ``expr`` names an accelerator (flow.Flow.device): True, False (the CPU), None (unknown)."""
-        node = self._flow_node(expr)
-        return self.flow.device(node) if node is not None else None
+        return self.flow.device(expr)
 
     def memo(self, key: str, compute):
         """``compute(self)`` once per file: facts several rules share (loops.facts, the loader facts of TL2xx)."""

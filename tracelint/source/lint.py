@@ -144,7 +144,7 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
            config: Config, found: frozenset[str] | None, run: _Run | None = None,
            look: Look | None = None) -> list[Finding]:
     """The findings of ``rules`` on ``doc`` as the user sees them (config applied, suppressed ones dropped);
-    ``found`` is ``screen.sites(doc.text)``, ``look`` the screen's ``Look`` of it (its tree and precision settings).
+    ``found`` is ``screen.sites(doc.text)``, ``look`` the screen's ``Look`` of it.
     With ``run`` (a run of several files: callers.py), the file's entry points from the other files are used, and
     what it tells the others is stored in ``run.calls``."""
     pinned = run.pinned if run is not None else {}
@@ -160,10 +160,7 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
                       device_from_run=run.on_device if run else False,
                       graph_collates=run.graph_collates if run else frozenset(),
                       program_precision=run.precision if run and not run.alone else None,
-                      own_precision=look.precision if look is not None and look.sites is not None else None,
                       defer_precision=run is not None and run.precision is None and not run.alone)
-    if look is not None:
-        ctx.ast_tree = look.tree
     ctx.pinned_parameters = pinned
     ctx.stepping_targets = run.stepping if run is not None else frozenset()
     ctx.factories = run.factories if run is not None else {}
@@ -178,7 +175,8 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
 
         run.calls = replace(file_facts.callers.run_calls(on_device=file_facts.device_evidence(),
                                                          project_calls=project_calls, defines=run.defines),
-                            pending=frozenset(ctx.pending), pinned=pinned_handoffs(ctx))
+                            pending=frozenset(ctx.pending), pinned=pinned_handoffs(ctx),
+                            precision=_own_precision(ctx))
     line_of = _line_lookup(doc)
     kept: list[Finding] = []
     for finding in found:
@@ -222,8 +220,8 @@ class _Run:
     entries: dict[str, Entry] = field(default_factory=dict)
     on_device: bool = False  # a file of the run with device evidence calls this file's functions
     graph_collates: frozenset[str] = frozenset()  # runcalls.graph_collates of the run
-    precision: frozenset[str] | None = frozenset()  # runcalls.program_precision of this file (None: settled after
-                                                     # the analysis, runcalls.settle)
+    precision: frozenset[str] | None = frozenset()  # precision_settings.program_precision of this file (None:
+                                                     # settled after the analysis, precision_settings.settle)
     pinned: dict[str, frozenset[int | str]] = field(default_factory=dict)  # runcalls.pinned_parameters of the file
     stepping: frozenset[str] = frozenset()  # runcalls.stepping_calls of the file
     alone: bool = False  # judged on its own settings (a one-file run, a project file a call leads to)
@@ -288,7 +286,7 @@ def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_f
     codes = (code for code, rule_doc in catalog().items() if "source" in rule_doc.implemented_by)
     if found is not None and not any(may_report(code, found) for code in codes if wanted(code)):
         if run is None or PROJECT_CALL not in found:
-            return [FileChecked(display)], (_told(RunCalls(look.defines), doc, look) if run is not None else None)
+            return [FileChecked(display)], (_told(RunCalls(look.defines), doc) if run is not None else None)
     rules = [cls for cls in source_rules() if wanted(cls.code)]  # imports libcst and the rules: before any timer
     limit = config.file_time_limit
 
@@ -324,13 +322,23 @@ def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_f
     calls = outcome.calls
     if calls is not None and look.sites is not None and not look.sites & SYNC_KINDS:
         calls = replace(calls, sync_sites=False)
-    return [*outcome.findings, *outcome.errors, done], _told(calls, doc, look) if calls is not None else None
+    return [*outcome.findings, *outcome.errors, done], _told(calls, doc) if calls is not None else None
 
 
-def _told(calls: RunCalls, doc, look) -> RunCalls:
-    """``calls`` with what the run needs to settle the programs' precision: the file's own settings (the screen's,
-    found on its tree) and its imports."""
-    return replace(calls, precision=look.precision, imports=import_targets(doc.text.encode("utf-8", "surrogatepass")))
+def _told(calls: RunCalls, doc) -> RunCalls:
+    """``calls`` with the file's imports, which the run needs to settle the programs' precision (the files' own
+    settings: ``_own_precision``, else read when the run settles)."""
+    return replace(calls, imports=import_targets(doc.text.encode("utf-8", "surrogatepass")))
+
+
+def _own_precision(ctx) -> frozenset[str]:
+    """The file's own precision settings where its rules left findings to settle (they have read them: the run
+    need not parse the file again); empty otherwise (the run reads them if a program asks)."""
+    if not ctx.pending:
+        return frozenset()
+    from tracelint.source.rules.precision_settings import file_settings
+
+    return file_settings(ctx)
 
 
 def _unified_diff(path: Path, fixed: bytes, display: str) -> str:

@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import ast
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tracelint.engine.catalog import catalog
 from tracelint.source.astnames import ast_dotted_name, children, skipped_depth
-from tracelint.source.flow import Flow
-from tracelint.source.runcalls import PrecisionScan, mentions_precision
 from tracelint.source.vocab import (
     BUILTINS,
     DATA_DEPENDENT,
@@ -61,8 +59,8 @@ ZERO_GRAD = "zero-grad"            # zero_grad(set_to_none=False)               
 HOST_BUILT = "host-built"          # .cuda() / .to() of an expression holding a call named like a creation op
                                    # (zeros, arange...) or a legacy constructor (FloatTensor)           TL204
 ELEMENT_LOOP = "element-loop"      # a loop in a loop: for i in range(n) indexing [i], or for row in a name  TL502
-OFF_TILE = "off-tile-size"         # Linear/Embedding/ConvNd given a size >= 1024 not a multiple of 8 (a literal
-                                   # or a module constant)                                                TL404
+OFF_TILE = "off-tile-size"         # Linear/Embedding/ConvNd given a literal size >= 1024 not a multiple of 8, or a
+                                   # size that is no literal (a name, arithmetic: the rule's data flow)   TL404
 BIASED_NORM = "biased-norm"        # a Conv/ConvTranspose call not given bias=False and a BatchNorm call (a Linear:
                                    # and a BatchNorm1d / SyncBatchNorm call)                             TL403
 # Not a rule's kind: a per-step call of a function the file imports from outside the known libraries (a module of
@@ -75,6 +73,7 @@ _CONVS = frozenset({"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTransp
 _BATCH_NORMS = frozenset({"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"})
 _FLAT_NORMS = frozenset({"BatchNorm1d", "SyncBatchNorm"})  # what a Linear feeds
 _SIZED_LAYERS = frozenset({"Linear", "Embedding", "Conv1d", "Conv2d", "Conv3d"})
+_FLOW_SIZES = (ast.Name, ast.Attribute, ast.BinOp, ast.UnaryOp)  # the sizes flow.Flow.ints may know
 
 
 def _off_tile(value: object) -> bool:
@@ -114,8 +113,6 @@ class Look:
     too_complex: bool = False
     depth: int = 0
     defines: frozenset[str] = frozenset()  # "f", "C.m": module-level functions and methods (runcalls.RunCalls)
-    precision: frozenset[str] = frozenset()  # runcalls.precision_settings, found on the same tree
-    tree: ast.Module | None = field(default=None, compare=False, repr=False)  # the tree (flow.py uses it again)
 
 
 def parse_quietly(text: str) -> ast.Module:
@@ -145,11 +142,10 @@ def examine(text: str) -> Look:
         return Look(None, too_complex=True)
     except (SyntaxError, ValueError, OverflowError):
         return Look(None)
-    screen = _Screen(tree, precision=mentions_precision(text))
+    screen = _Screen(tree)
     try:
         found = screen.run()
-        precision = screen.precision.result() if screen.precision is not None else frozenset()
-        return Look(found, depth=screen.depth, defines=_defines(tree), precision=precision, tree=tree)
+        return Look(found, depth=screen.depth, defines=_defines(tree))
     except Exception:  # noqa: BLE001 - RecursionError, or a bug here: then nothing is screened out (always sound)
         return Look(None, depth=screen.depth)
 
@@ -222,10 +218,8 @@ def _is_str(expr: ast.expr) -> bool:
 
 
 class _Screen:
-    def __init__(self, tree: ast.Module, precision: bool = False) -> None:
+    def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
-        self.precision: PrecisionScan | None = None  # made after pass 1 (it needs the imports) when ``precision``
-        self.scan_precision = precision
         self.found: set[str] = set()
         self.imports: dict[str, str] = {}       # bound name -> what it imports
         self.aliases: dict[str, str] = {}       # name assigned exactly once to a dotted name -> that name
@@ -240,17 +234,8 @@ class _Screen:
         self.hot_functions: set[str] = set()    # defs that may run per step (pass 1, see _collect)
         self.depth = 0                          # the depth of the tree
         self.device_copy = False
-        self.size_args: list[ast.expr] = []     # non-literal sizes given to Linear/Embedding/ConvNd (OFF_TILE)
-        self._flow: Flow | None = None
         self.biased: set[str] = set()  # BIASED_NORM: "conv" / "linear" given no bias=False, "norm" / "flat-norm"
         self.steppy = False  # the file has a loop that may be a training loop (_steppy_loop)
-
-    @property
-    def flow(self) -> Flow:
-        """The file's constant data flow (flow.py), made on first use: only for sizes that are not literals."""
-        if self._flow is None:
-            self._flow = Flow(self.tree)
-        return self._flow
 
     # -- pass 1: imports, aliases, bindings ---------------------------------------------------------------------
     def run(self) -> frozenset[str]:
@@ -258,14 +243,9 @@ class _Screen:
         candidates: dict[str, str] = {}
         self._collect(self.tree, self.tree, assigned, candidates)
         self.aliases = {n: v for n, v in candidates.items() if assigned.get(n) == 1}
-        if self.scan_precision:
-            self.precision = PrecisionScan(self.imports, lambda: self.flow)
         self._walk(self.tree, self.tree, False)
         found = self.found
         found.update(CALL_PREFIX + name for name in self.called)
-        if OFF_TILE not in found and any(all(_off_tile(v) for v in values) for arg in self.size_args
-                                         if (values := self.flow.ints(arg))):
-            found.add(OFF_TILE)  # through data flow: VOCAB = 50257 ... nn.Linear(d, VOCAB); Block(1027)
         if {"conv", "norm"} <= self.biased or {"linear", "flat-norm"} <= self.biased:
             found.add(BIASED_NORM)
         if self.device_copy and DATALOADER in found:
@@ -522,11 +502,8 @@ class _Screen:
         # a loop
         # (ELEMENT_LOOP: ``for i in range(batch_size)`` in a collate function is no training step)
         work: list[tuple[ast.AST, ast.AST, bool, ast.AST | None, bool]] = [(root, scope, hot, None, hot)]
-        precision = self.precision
         while work:
             node, scope, hot, loop, step = work.pop()
-            if precision is not None:
-                precision.visit(node)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 # a function the file calls may be called per step (callers.py follows the call)
                 scope, hot, loop = node, node.name in self.hot_functions, None
@@ -586,11 +563,11 @@ class _Screen:
             if not (isinstance(bias, ast.Constant) and bias.value is False):
                 self.biased.add("conv" if leaves & _CONVS else "linear")
         if leaves & _SIZED_LAYERS and OFF_TILE not in found:
-            for arg in (*positional, *(k.value for k in node.keywords)):
-                if isinstance(arg, ast.Constant) and _off_tile(arg.value):
-                    found.add(OFF_TILE)
-                elif not isinstance(arg, ast.Constant):
-                    self.size_args.append(arg)
+            # a size that is no literal may be one through the rule's data flow (VOCAB = 50257 ... nn.Linear(d,
+            # VOCAB); Block(1027)): the rule judges it; a call, a subscript... the data flow never knows
+            if any(_off_tile(arg.value) if isinstance(arg, ast.Constant) else isinstance(arg, _FLOW_SIZES)
+                   for arg in (*positional, *(k.value for k in node.keywords))):
+                found.add(OFF_TILE)
         if method == "zero_grad":
             arg = next((k.value for k in node.keywords if k.arg == "set_to_none"), None)
             if arg is None and positional:

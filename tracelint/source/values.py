@@ -9,7 +9,6 @@ questions.
 """
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Iterator
 from enum import Enum
@@ -17,10 +16,10 @@ from typing import Protocol
 
 import libcst as cst
 
-from tracelint.source.astnames import ast_dotted_name
 from tracelint.source.bindings import Binding, ScopeBindings, names_in
 from tracelint.source.calls import literal
 from tracelint.source.context import callee_name, dotted_name, iter_children
+from tracelint.source.nodes import imported_name
 from tracelint.source.vocab import DEVICE_MODULES as _DEVICE_MODULES
 from tracelint.source.vocab import DEVICE_NAMES as _DEVICE_NAMES
 from tracelint.source.vocab import DEVICE_SUBSTRINGS as _DEVICE_SUBSTRINGS
@@ -468,17 +467,14 @@ class Values:
         qualified = self.tree.qualified_name(expr.func) or ""
         return qualified.startswith("torchmetrics.") and not qualified.startswith(_METRIC_FUNCTIONS)
 
-    def _metric_built(self, value) -> bool:
-        """An ``ast`` expression that builds a torchmetrics metric (``torchmetrics.Accuracy(...).to(device)``)."""
-        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
-                value.func.attr in _MODULE_METHODS:
+    def _metric_built(self, value: cst.BaseExpression | None) -> bool:
+        """An expression that builds a torchmetrics metric (``torchmetrics.Accuracy(...).to(device)``)."""
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+                value.func.attr.value in _MODULE_METHODS:
             value = value.func.value
-        dotted = ast_dotted_name(value.func) if isinstance(value, ast.Call) else None
-        if dotted is None:
-            return False
-        head, _, rest = dotted.partition(".")
-        qualified = self.tree.imports.get(head, head) + (f".{rest}" if rest else "")
-        return qualified.startswith("torchmetrics.") and not qualified.startswith(_METRIC_FUNCTIONS)
+        qualified = imported_name(value.func, self.tree.imports) if isinstance(value, cst.Call) else None
+        return qualified is not None and qualified.startswith("torchmetrics.") and \
+            not qualified.startswith(_METRIC_FUNCTIONS)
 
     def _config(self, expr: cst.BaseExpression, scope, at: int | None, depth: int) -> bool:
         """``expr`` is a config object or one of its attributes: ``args = parser.parse_args()``, ``args =

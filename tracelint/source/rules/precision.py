@@ -2,9 +2,9 @@
 (TL401, the source twin of the trace rule), and layer sizes that keep fp16/bf16 GEMMs off the Tensor Core tiles
 (TL404).
 
-Both judge a file by the precision settings of its program (``runcalls.precision_settings``: TF32, autocast, a
-half/bf16 model or dtype, Lightning ``precision=``, accelerate ``mixed_precision=``...): in a run of several files
-those of the files it imports and of the files that import it (``FileContext.program_precision``), else its own.
+Both judge a file by the precision settings of its program (precision_settings.py: TF32, autocast, a half/bf16
+model or dtype, Lightning ``precision=``, accelerate ``mixed_precision=``...): in a run of several files those of
+the files it imports and of the files that import it (``FileContext.program_precision``), else its own.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tracelint.source.calls import call_arguments, is_literal, set_keyword
 from tracelint.source.context import FileContext, callee_name, dotted_name, iter_descendants
 from tracelint.source.loops import is_step_call
 from tracelint.source.rule import SourceRule
-from tracelint.source.runcalls import MATMUL, REDUCED, precision_settings
+from tracelint.source.rules.precision_settings import MATMUL, REDUCED, file_settings
 
 TF32_DEFAULT_UNTIL = (1, 12)  # torch 1.7-1.11 ran fp32 matmuls as TF32 on Ampere by default
 _PIN = re.compile(r"""^\s*["']?torch\s*(?:\[[^\]]*\])?\s*==\s*(\d+)\.(\d+)""", re.M)
@@ -29,9 +29,8 @@ _PROJECT_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg",
 
 def program_settings(ctx: FileContext) -> frozenset[str]:
     """The precision settings of the programs the file is part of (see the module docstring); the file's own are
-    read once (``ast.parse`` of it) for TL401 and TL404."""
-    own = ctx.own_precision if ctx.own_precision is not None else \
-        ctx.memo("precision-settings", lambda c: precision_settings(c.source))
+    read once, on its tree, for TL401 and TL404."""
+    own = file_settings(ctx)
     return own | ctx.program_precision if ctx.program_precision is not None else own
 
 
@@ -58,8 +57,8 @@ def _pinned_in(folder: Path) -> tuple[int, int] | None:
 
 class Fp32MatmulOffTensorCores(SourceRule):
     """A per-step loop that steps an optimizer (or calls backward) in a file that puts work on a GPU, in a program
-    that computes large matmuls (``runcalls.MATMUL``) with no TF32, autocast or fp16/bf16 anywhere: its matmuls run
-    in full fp32, off the Tensor Cores."""
+    that computes large matmuls (``precision_settings.MATMUL``) with no TF32, autocast or fp16/bf16 anywhere: its
+    matmuls run in full fp32, off the Tensor Cores."""
 
     code = "TL401"
     triggers = ("backward", "step")
