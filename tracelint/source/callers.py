@@ -23,6 +23,7 @@ The message names the chain: "`loss.item()` in `train()` (called at line 120) in
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path, PurePath
 
 import libcst as cst
@@ -134,6 +135,9 @@ _CONTAINERS = frozenset({"ModuleList", "Sequential", "ModuleDict", "list", "tupl
 # Methods a call runs without naming them (``model(x)``, ``Dispatcher(...)``): messages name them with their class.
 _RUN_BY_CALLS = (MODULE_METHOD, "__init__")
 _CLASS_METHODS = tuple("." + name for name in _RUN_BY_CALLS)
+# A method of an object of unknown class that builds the model (``self.exp.get_model()``): the run looks for the one
+# definition of that name (project.factory_classes); other methods are not followed.
+_FACTORY_NAME = re.compile(r"(get|build|create|make|init|load|setup|new)_?\w*$")
 _MAX_HOLDS = 6  # assignments followed from a call's receiver to the constructor call
 
 
@@ -231,11 +235,13 @@ class Modules:
         target = self.index.tree.qualified_name(func)
         if target is None and isinstance(func, cst.Attribute) and not (isinstance(func.value, cst.Name) and
                                                                        func.value.value in _SELF):
-            if func.attr.value in _WRAPPING_METHODS or func.attr.value in _CONTAINERS:
+            if not _FACTORY_NAME.match(func.attr.value):
                 return False
             target = "*." + func.attr.value
         if target is None or target.split(".")[0] in EXTERNAL_MODULES:
             return False
+        if element is None and not target.startswith("*.") and target.rsplit(".", 1)[-1][:1].isupper():
+            return False  # ``models.Net(...)``: a class, whose instance the call is
         self.made.add((target, element))  # also once resolved: the run resolves what the file reports each round
         resolved = self.factories.get((target, element))
         if resolved is not None:

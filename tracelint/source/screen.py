@@ -73,7 +73,27 @@ _CONVS = frozenset({"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTransp
 _BATCH_NORMS = frozenset({"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"})
 _FLAT_NORMS = frozenset({"BatchNorm1d", "SyncBatchNorm"})  # what a Linear feeds
 _SIZED_LAYERS = frozenset({"Linear", "Embedding", "Conv1d", "Conv2d", "Conv3d"})
-_FLOW_SIZES = (ast.Name, ast.Attribute, ast.BinOp, ast.UnaryOp)  # the sizes flow.Flow.ints may know
+_ARITHMETIC = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+               ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+_TOTAL = (ast.Add, ast.Sub, ast.Mult)  # defined for a right operand of 0
+_MAX_INTS = 8
+_MAYBE = -1  # in _Screen._ints: a value the flow may find off-tile
+
+
+def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    args = fn.args
+    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+
+
+def _parameter_default(scope: ast.AST, name: str) -> ast.expr | None:
+    """The default of parameter ``name`` of the function ``scope`` (None: no such parameter or no default)."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    args = scope.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    return defaults.get(name)
 
 
 def _off_tile(value: object) -> bool:
@@ -236,6 +256,13 @@ class _Screen:
         self.device_copy = False
         self.biased: set[str] = set()  # BIASED_NORM: "conv" / "linear" given no bias=False, "norm" / "flat-norm"
         self.steppy = False  # the file has a loop that may be a training loop (_steppy_loop)
+        self.sizes: list[tuple[ast.expr, ast.AST]] = []  # the sizes given to Linear/Embedding/ConvNd (OFF_TILE)
+        self.off_tile_callees: set[str] = set()  # the names of the callees given an off-tile literal
+        self.off_tile_literal = False  # an off-tile integer literal anywhere in the file
+        self.attributes: dict[str, list[tuple[ast.expr, ast.AST]]] = {}  # ``obj.x = v``: x -> (v, its scope)
+        # a method -> the name of its class (a parameter of ``__init__`` gets what ``C(...)`` passes)
+        self.owners = {fn: cls.name for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for fn in cls.body
+                       if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "__init__"}
 
     # -- pass 1: imports, aliases, bindings ---------------------------------------------------------------------
     def run(self) -> frozenset[str]:
@@ -246,6 +273,8 @@ class _Screen:
         self._walk(self.tree, self.tree, False)
         found = self.found
         found.update(CALL_PREFIX + name for name in self.called)
+        if OFF_TILE not in found and any(self._may_be_off_tile(size, scope) for size, scope in self.sizes):
+            found.add(OFF_TILE)
         if {"conv", "norm"} <= self.biased or {"linear", "flat-norm"} <= self.biased:
             found.add(BIASED_NORM)
         if self.device_copy and DATALOADER in found:
@@ -309,6 +338,8 @@ class _Screen:
                         self.loop_calls.append((name, loops))
                     if fn is not None:
                         self.calls_in.setdefault(fn, set()).add(name)
+            elif isinstance(node, ast.Constant) and type(node.value) is int and _off_tile(node.value):
+                self.off_tile_literal = True
             elif isinstance(node, ast.ExceptHandler) and node.name:
                 assigned[node.name] = assigned.get(node.name, 0) + 1
                 self.bound.add(node.name)
@@ -369,6 +400,59 @@ class _Screen:
                 hot.add(loop)
         return hot
 
+    def _may_be_off_tile(self, size: ast.expr, scope: ast.AST) -> bool:
+        """Whether TL404's data flow (flow.Flow.ints) may find an off-tile value for ``size``, on this tree and as
+        loosely as the flow goes: literals and ``+ - * // %`` of them; names through their assignments in the
+        function, else the module; ``obj.x`` through every assignment of an attribute or a class field named ``x``;
+        a parameter through the calls of its function or class in the file (``Block(1027)``) and its default; an
+        attribute nothing in the file assigns (``args.vocab``: an option's default) when the file holds an off-tile
+        literal. What the flow cannot know (a call's result, a parameter only other files pass) is not one."""
+        values = self._ints(size, scope, 0)
+        return values is not None and any(v == _MAYBE or _off_tile(v) for v in values)
+
+    def _ints(self, expr: ast.expr, scope: ast.AST, depth: int) -> set[int] | None:
+        """The integers ``expr`` may hold (None: unknown; ``_MAYBE``: an off-tile one, unsaid), at most _MAX_INTS."""
+        if depth > 6:
+            return None
+        if isinstance(expr, ast.Constant):
+            return {expr.value} if type(expr.value) is int else set()
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, tuple(_ARITHMETIC)):
+            left, right = self._ints(expr.left, scope, depth + 1), self._ints(expr.right, scope, depth + 1)
+            if left is None or right is None:
+                return None
+            if _MAYBE in left or _MAYBE in right:
+                return {_MAYBE}
+            out = {_ARITHMETIC[type(expr.op)](a, b) for a in left for b in right if b or type(expr.op) in _TOTAL}
+            return out if len(out) <= _MAX_INTS else None
+        if isinstance(expr, ast.Name):
+            for where in (scope, self.tree):
+                bound = self.values.get(where, {}).get(expr.id)
+                if bound:
+                    return self._union([(value, where) for value in bound], depth)
+            if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and expr.id in _parameters(scope):
+                owner = self.owners.get(scope, scope.name)
+                if owner in self.off_tile_callees:
+                    return {_MAYBE}  # ``Block(1027)`` may give it
+                default = _parameter_default(scope, expr.id)
+                return self._ints(default, self.tree, depth + 1) if default is not None else None
+            return None
+        if isinstance(expr, ast.Attribute):
+            bound = self.attributes.get(expr.attr, []) + [(v, self.tree) for v in
+                                                          self.values.get(self.tree, {}).get(expr.attr, ())]
+            if bound:
+                return self._union(bound, depth)
+            return {_MAYBE} if self.off_tile_literal else None
+        return None
+
+    def _union(self, bound: list[tuple[ast.expr, ast.AST]], depth: int) -> set[int] | None:
+        found: set[int] = set()
+        for value, where in bound:
+            got = self._ints(value, where, depth + 1)
+            if got is None:
+                return None
+            found |= got
+        return found if len(found) <= _MAX_INTS else None
+
     def _torch_module(self, module: str) -> None:
         if module == "torch" or module.startswith("torch."):
             self.torch = True
@@ -383,6 +467,8 @@ class _Screen:
         """Record ``value`` for the names ``target`` binds; ``a, b = x, y`` pairs them up, as values.py does."""
         if isinstance(target, ast.Starred):
             target = target.value
+        if isinstance(target, ast.Attribute):
+            self.attributes.setdefault(target.attr, []).append((value, scope))
         if isinstance(target, ast.Name):
             self.values.setdefault(scope, {}).setdefault(target.id, []).append(value)
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -562,12 +648,13 @@ class _Screen:
             bias = next((k.value for k in node.keywords if k.arg == "bias"), None)
             if not (isinstance(bias, ast.Constant) and bias.value is False):
                 self.biased.add("conv" if leaves & _CONVS else "linear")
+        if any(isinstance(arg, ast.Constant) and _off_tile(arg.value) for arg in (*node.args, *(k.value for k in
+                                                                                           node.keywords))):
+            self.off_tile_callees |= leaves  # ``Block(1027)``: a parameter of Block may hold it (flow.Flow.ints)
         if leaves & _SIZED_LAYERS and OFF_TILE not in found:
             # a size that is no literal may be one through the rule's data flow (VOCAB = 50257 ... nn.Linear(d,
             # VOCAB); Block(1027)): the rule judges it; a call, a subscript... the data flow never knows
-            if any(_off_tile(arg.value) if isinstance(arg, ast.Constant) else isinstance(arg, _FLOW_SIZES)
-                   for arg in (*positional, *(k.value for k in node.keywords))):
-                found.add(OFF_TILE)
+            self.sizes.extend((arg, scope) for arg in (*positional, *(k.value for k in node.keywords)))
         if method == "zero_grad":
             arg = next((k.value for k in node.keywords if k.arg == "set_to_none"), None)
             if arg is None and positional:
