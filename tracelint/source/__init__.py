@@ -205,15 +205,12 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
         made = factories(calls, project) if time.monotonic() < deadline else {}
         passed = parameter_modules(calls)
 
-        def part_of(path: Path) -> tuple:
-            first = jobs[index[path]][4]
-            return (entries.get(path, {}), path in on_device, first[2], first[3], pinned.get(path, {}),
-                    stepping.get(path, frozenset()), first[6], made.get(path, {}), passed.get(path, {}), True)
-
         wanted = {}
         for path in {*entries, *on_device, *pinned, *stepping, *made, *passed} & index.keys():
-            part = part_of(path)
-            if part[:-1] != settled.get(path, jobs[index[path]][4])[:-1]:
+            first = jobs[index[path]][4]
+            part = (entries.get(path, {}), path in on_device, first[2], first[3], pinned.get(path, {}),
+                    stepping.get(path, frozenset()), first[6], made.get(path, {}), passed.get(path, {}), True)
+            if part[:-1] != settled.get(path, first)[:-1]:
                 wanted[path] = part
         if not wanted:
             break

@@ -516,7 +516,7 @@ class Callers:
         seen: set[str] = set()
         anywhere: set[str] = set()
         passes: set[tuple[str, int | str, str]] = set()
-        for name, calls in self.index.calls.items():
+        for calls in self.index.calls.values():
             for call in calls:
                 passes.update(self._passes(call))
                 targets = [t for t in self.imported(call) if t not in seen]
