@@ -209,7 +209,6 @@ HELD_BACK = [
 
 
 @pytest.mark.parametrize("code,body", HELD_BACK)
-@pytest.mark.xfail(strict=True, reason="screen.py does not know these forms yet (see HELD_BACK)")
 def test_screen_lets_the_new_forms_through(code, body):
     source = textwrap.dedent(PINNED_TYPE_COPY) if body is None else _source(body)
     assert _run(source, code), "the rule reports it on an unscreened file"

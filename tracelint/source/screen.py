@@ -221,10 +221,13 @@ def _element_loop(loop: ast.AST) -> bool:
             iterable = iterable.args[0]
             if isinstance(target, ast.Tuple) and len(target.elts) == 2:
                 target = target.elts[1]
+        if isinstance(iterable, ast.Call) and ast_dotted_name(iterable.func) == "zip":
+            return True  # ``for name, p in zip(vocab, out.amax(-1))``: one of them may be a tensor
         if not isinstance(target, ast.Name):
             continue
-        if isinstance(iterable, (ast.Name, ast.Attribute)):
-            return True
+        if isinstance(iterable, (ast.Name, ast.Attribute, ast.Subscript)) or isinstance(iterable, ast.Call) and \
+                ast_dotted_name(iterable.func) != "range":
+            return True  # ``for t in pred[0]``, ``for p in out.amax(-1)``
         if not (isinstance(iterable, ast.Call) and ast_dotted_name(iterable.func) == "range" and iterable.args) or \
                 isinstance(iterable.args[-1], ast.Constant):
             continue
@@ -569,8 +572,9 @@ class _Screen:
             return not any(isinstance(op, _MEMBERSHIP) for op in index.ops)
         if isinstance(index, ast.UnaryOp):
             return isinstance(index.op, ast.Invert)
-        if isinstance(index, ast.BinOp):
-            return isinstance(index.op, _BIT_OPS)
+        if isinstance(index, ast.BinOp):  # ``a & b``, and ``(u > 0) * (l == u)``: bool x bool stays bool
+            return isinstance(index.op, _BIT_OPS) or isinstance(index.op, ast.Mult) and \
+                self._mask_like(index.left, scope, depth) and self._mask_like(index.right, scope, depth)
         if isinstance(index, ast.Call):  # m.bool(), torch.eye(n, dtype=torch.bool), (x > 0).to(device)
             func = index.func
             return isinstance(func, ast.Attribute) and (func.attr in MASK_METHODS or func.attr in MASK_KEEPING and
@@ -621,8 +625,14 @@ class _Screen:
 
     def _other(self, node: ast.AST, scope: ast.AST) -> None:
         found = self.found
-        if isinstance(node, (ast.If, ast.While, ast.Assert)) and SCALAR not in found:
+        if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)) and SCALAR not in found:
             if self._tensor_truth(node.test, scope):
+                found.add(SCALAR)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and SCALAR not in found:
+            if self._may_tensor(node.operand, scope):
+                found.add(SCALAR)  # ``not t.all()`` anywhere
+        elif isinstance(node, ast.comprehension) and SCALAR not in found:
+            if any(self._tensor_truth(test, scope) for test in node.ifs):
                 found.add(SCALAR)
         elif isinstance(node, ast.JoinedStr) and FORMAT not in found:
             if any(self._may_tensor(v.value, scope) for v in node.values if isinstance(v, ast.FormattedValue)):
@@ -631,7 +641,8 @@ class _Screen:
             if FORMAT not in found and self._first_tensor([node.right], scope):
                 found.add(FORMAT)
         elif isinstance(node, ast.Subscript) and MASK_INDEX not in found:
-            if not isinstance(node.slice, (ast.Tuple, ast.Slice)) and self._mask_like(node.slice, scope, 0):
+            indices = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]  # ``x[:, m]`` too
+            if any(not isinstance(i, ast.Slice) and self._mask_like(i, scope, 0) for i in indices):
                 found.add(MASK_INDEX)
 
     def _call(self, node: ast.Call, scope: ast.AST, hot: bool) -> None:
@@ -662,7 +673,7 @@ class _Screen:
                 arg = positional[0]
             if isinstance(arg, ast.Constant) and arg.value is False:
                 found.add(ZERO_GRAD)
-        if method in ("to", "cuda"):
+        if method in ("to", "cuda", "type_as", "type"):
             self.device_copy = True  # anywhere: TL203 follows batch names into defs nested in the loop
             if isinstance(func.value, (ast.Call, ast.BinOp, ast.UnaryOp)) and any(
                     isinstance(n, ast.Call) and (self._leaves(n.func) & _CREATION_CALLS or
@@ -689,7 +700,9 @@ class _Screen:
                                                                              if k.arg == "device"))):
             found.add(HOST_COPY)
         if SCALAR not in found:
-            if self._builtin_call(func, "float", "int", "bool"):
+            if self._builtin_call(func, "any", "all") and positional:
+                found.add(SCALAR)  # ``any(t > 0 for t in losses)``: the truth of each element
+            elif self._builtin_call(func, "float", "int", "bool"):
                 if len(node.args) == len(positional) == 1 and not node.keywords and \
                         self._may_tensor(positional[0], scope):
                     found.add(SCALAR)
