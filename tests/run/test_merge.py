@@ -103,6 +103,14 @@ def test_the_only_one_of_its_rule_pairs_when_no_loop_links_them(project):
     assert [f.evidence.match for f in out] == ["the only TL202 of the run on each side"]
 
 
+def test_a_setting_of_the_run_pairs_with_the_step_its_trace_finding_points_at(project):
+    # os.environ["CUDA_LAUNCH_BLOCKING"] = "1" at line 2; the trace's blocking launches at a line of the step
+    out = merge([lint("TL702", 2), measured("TL702", 9, blocking_launches_per_step=148)], [trace()])
+    assert [(f.code, f.evidence.match) for f in out] == [("TL702", "the only TL702 of the run on each side")]
+    two = merge([lint("TL701", 2), lint("TL701", 4), measured("TL701", 9)], [trace()])
+    assert [f.origin for f in two if f.evidence.trace is not None] == ["trace"]  # two settings: which one is unsaid
+
+
 def test_ordered_by_measured_cost_then_trace_notes_then_what_the_trace_did_not_see(project):
     findings = [lint("TL301", 3), lint("TL101", 11), lint("TL202", 5),
                 measured("TL101", 11, cost_pct_of_step=2.2), measured("TL202", 7, pageable_pct_of_window=12.5),

@@ -13,8 +13,10 @@ Pairing, in this order (a trace finding's line is the one its Python stack gives
 3. *the same loop*: outside the input pipeline, the same family in the same innermost loop of the same file, the
    loop's only lint finding of that family (Python 3.12's profiler gives the line of a call inside a loop body
    one line off: ``total += loss.item()`` at 58 measured at 57, 4 x H100 run);
-4. then *the only one of its rule on each side*: one lint finding of that rule left, and the trace findings of that
-   rule left all point at one line.
+4. then *the only one of its rule on each side*, for the input pipeline and the settings a run has once
+   (``ONE_PER_RUN``: channels_last, DataParallel, accumulation without ``no_sync``, anomaly detection,
+   ``CUDA_LAUNCH_BLOCKING``: the lint finding points at the setting, the trace's at a step): one lint finding of that
+   rule left, and the trace findings of that rule left all point at one line.
 
 A trace names a file as its stack does: absolute, relative to the working directory, or by a shorter relative path
 (``loader_item.py`` for ``fixtures/run/loader_item.py``): the same file when one path ends with the other.
@@ -42,6 +44,9 @@ from tracelint.engine import Evidence, Finding, SourceLocation, TraceLocation, T
 from tracelint.engine import metrics as M
 
 LOADER_CODES = frozenset({"TL201", "TL202"})
+# Rules whose lint finding is a setting of the whole run (a model built without channels_last, a debug switch) and
+# whose trace finding points at a line of the step: paired as the only one of their rule on each side.
+ONE_PER_RUN = LOADER_CODES | {"TL405", "TL605", "TL606", "TL701", "TL702"}
 
 # How a trace finding's details give its cost in percent of the step, first match wins: a detail that is that share,
 # the product of two shares (a share of the idle time times the idle share of the window), or a time per step over
@@ -126,7 +131,7 @@ def merge(findings: Iterable[Finding], traces: Iterable[TraceSummary], cwd: Path
         if loop is not None:
             name, found = loop
             pair(lint, found, f"the loop over `{name}`")
-    for code in sorted(LOADER_CODES):
+    for code in sorted(ONE_PER_RUN):
         lints = [f for f in linted if id(f) not in paired and f.code == code]
         left = [t for t in measured if id(t) not in used and t.code == code]
         if len(lints) == 1 and left and len({(t.source.path, t.source.line) if t.source else None for t in left}) == 1:

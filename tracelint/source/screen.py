@@ -68,7 +68,9 @@ BIASED_NORM = "biased-norm"        # a Conv/ConvTranspose call not given bias=Fa
 PROJECT_CALL = "project-call"
 
 SYNC_KINDS = frozenset({ITEM, HOST_COPY, SCALAR, FORMAT, SYNCHRONIZE, DATA_DEPENDENT_CALL, MASK_INDEX})
-SITE_KINDS = SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD, HOST_BUILT, ELEMENT_LOOP, OFF_TILE, BIASED_NORM}
+ENV_SETTING = "env-setting"        # an item of os.environ assigned (os.environ["CUDA_LAUNCH_BLOCKING"] = "1")   TL702
+SITE_KINDS = SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD, HOST_BUILT, ELEMENT_LOOP, OFF_TILE, BIASED_NORM,
+                           ENV_SETTING}
 _CONVS = frozenset({"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"})
 _BATCH_NORMS = frozenset({"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"})
 _FLAT_NORMS = frozenset({"BatchNorm1d", "SyncBatchNorm"})  # what a Linear feeds
@@ -596,6 +598,8 @@ class _Screen:
         while work:
             node, scope, hot, loop, step = work.pop()
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                # a decorator without arguments is called too (``@torch.compile``: call:compile)
+                self.called.update(*(self._leaves(d) for d in node.decorator_list if not isinstance(d, ast.Call)))
                 # a function the file calls may be called per step (callers.py follows the call)
                 scope, hot, loop = node, node.name in self.hot_functions, None
                 step = hot
@@ -614,6 +618,9 @@ class _Screen:
                 hot = hot or node in self.hot_loops
                 if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                     loop = node
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) and "environ" in self._leaves(t.value)
+                                                    for t in node.targets):
+                self.found.add(ENV_SETTING)
             if isinstance(node, ast.Call):
                 self._call(node, scope, hot)
                 if loop is not None and PROJECT_CALL not in self.found and self._project_call(node.func, scope) \

@@ -1,6 +1,8 @@
 """TL5xx, launch overhead: Python loops that walk a device tensor element by element inside a training step
 (TL502: ``for i in range(x.size(0)): ... x[i] ...``), each iteration launching its own small kernels or reading
-its element on the host (``.item()``, ``if x[i] != 0``, ``vocab[x[i]]``): a host-device sync per element."""
+its element on the host (``.item()``, ``if x[i] != 0``, ``vocab[x[i]]``): a host-device sync per element; graph
+breaks in the code a ``torch.compile``d module or function runs (TL503: ``.item()``, ``print``, a tensor-valued
+``if``; compiled.py says what is compiled and what breaks)."""
 from __future__ import annotations
 
 import libcst as cst
@@ -8,6 +10,7 @@ import libcst as cst
 from tracelint.source.bindings import names_in
 from tracelint.source.context import callee_name, iter_descendants
 from tracelint.source.rule import SourceRule
+from tracelint.source.rules.compiled import breaks, compiled_code
 from tracelint.source.values import words
 
 # Words of a range bound that count elements (a batch, a sequence, boxes), not a handful of layers or heads.
@@ -297,3 +300,25 @@ def _recurrent(body: cst.BaseSuite) -> bool:
             if assigned & read:
                 return True
     return False
+
+
+class GraphBreakInCompiledStep(SourceRule):
+    """A graph break (``compiled.breaks``) in code a ``torch.compile``d module or function of the file runs
+    (``compiled.compiled_code``)."""
+
+    code = "TL503"
+    triggers = ("compile",)
+
+    def finish(self) -> None:
+        for reached in compiled_code(self):
+            fn = reached.function
+            owner = self.ctx.parent(self.ctx.parent(fn))
+            name = f"{owner.name.value}.{fn.name.value}" if isinstance(owner, cst.ClassDef) else fn.name.value
+            for node, what in breaks(self, fn):
+                self.report(node, f"{what} in `{name}()` breaks the graph of the `torch.compile`d "
+                                  f"`{reached.compiled}` (compiled at line {reached.line}): the code after it is "
+                                  "compiled as a separate graph, nothing fuses across the break, and the breaking "
+                                  "code runs eagerly every step (a `.item()` also waits for the GPU). Keep the "
+                                  "value on the device (or log it outside the compiled code): removing such a "
+                                  "break measured 1.16x on the project's host-bound compiled GPT and 1.01x at a "
+                                  "GPU-bound size (H200)")

@@ -1,14 +1,17 @@
 """TL3xx, optimizer and memory: ``zero_grad(set_to_none=False)`` keeps zero-filled gradient tensors (TL301: a fill
 kernel per parameter tensor per step); a torch optimizer kept off its multi-tensor kernels (TL303: a few kernels per
-parameter tensor per step)."""
+parameter tensor per step); an evaluation loop that runs the model with autograd on (TL304: the graph and its
+activations kept for a backward that never comes)."""
 from __future__ import annotations
 
 import libcst as cst
 
 from tracelint.engine import Fix
 from tracelint.source.calls import call_arguments, find_arg, is_literal, remove_argument, set_keyword
+from tracelint.source.context import callee_name, dotted_name, iter_descendants
 from tracelint.source.rule import SourceRule
 from tracelint.source.rules.precision import pinned_torch
+from tracelint.source.values import words
 
 
 class ZeroGradKeepsGrads(SourceRule):
@@ -104,3 +107,101 @@ class OptimizerWithoutForeach(SourceRule):
             self.report(node, f"`{optimizer}` on the pinned torch {version} updates the parameters one tensor at a "
                               "time (foreach is off by default before torch 2.0): a few small kernels per parameter "
                               f"tensor every step; {advice}", fix=fix)
+
+
+# What turns autograd off around code: context managers and decorators (``@torch.no_grad()``, ``@torch.no_grad``).
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled", "torch.autograd.no_grad",
+                      "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
+                      "torch.enable_grad"})
+_EVAL_WORDS = frozenset({"val", "valid", "validation", "test", "eval", "evaluation", "dev"})
+_MODEL_WORDS = frozenset({"model", "net", "network", "classifier", "encoder", "backbone"})
+# Evaluation hooks whose framework turns autograd off itself (Lightning).
+_FRAMEWORK_EVAL = frozenset({"validation_step", "test_step", "predict_step", "validation_epoch_end"})
+
+
+class EvaluationWithAutograd(SourceRule):
+    """A loop that calls a model (``model(x)``, ``self.net(x)``) over a validation/test loader, or after
+    ``model.eval()`` in its function, with no backward or optimizer step in it and no ``no_grad`` /
+    ``inference_mode`` / ``set_grad_enabled`` around it: not in the loop, not on its function (decorator), not
+    around any of the file's calls of its function. A function the file never calls is not judged (its callers may
+    turn autograd off)."""
+
+    code = "TL304"
+    triggers = ("eval",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.loops: list[cst.For] = []
+
+    def visit_For(self, node: cst.For) -> None:
+        self.loops.append(node)
+
+    def finish(self) -> None:
+        for loop in self.loops:
+            call = self._model_call(loop)
+            if call is None or self._steps(loop) or self._grad_off(call):
+                continue
+            reason = self._evaluates(loop)
+            if reason is None:
+                continue
+            self.report(call, f"`{' '.join(self.ctx.code_for(call).split())}` in {reason} runs with autograd on: "
+                              "every op records the graph and keeps the activations a backward would need until "
+                              "the output is freed, time and memory an evaluation never uses. Wrap the loop in "
+                              "`with torch.inference_mode():` (or `torch.no_grad()`, or decorate the function with "
+                              "`@torch.inference_mode()`); PyTorch's tuning guide lists it (gain not measured by "
+                              "the project)")
+
+    def _model_call(self, loop: cst.For) -> cst.Call | None:
+        for node in iter_descendants(loop.body):
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return None
+            if isinstance(node, cst.Call):
+                name = dotted_name(node.func) or ""
+                last = name.rsplit(".", 1)[-1]
+                if last and words(last) & _MODEL_WORDS and last not in ("eval", "train") and \
+                        self.ctx.qualified_name(node.func) is None:
+                    return node
+        return None
+
+    def _steps(self, loop: cst.For) -> bool:
+        return any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and
+                   n.func.attr.value in ("backward", "step", "zero_grad") for n in iter_descendants(loop))
+
+    def _grad_off(self, node: cst.CSTNode, depth: int = 0) -> bool:
+        """Autograd is off (or set explicitly) around ``node``: a ``with`` of _NO_GRAD, a decorated function, a
+        ``set_grad_enabled``/``requires_grad`` in its function, or every in-file call of its function is in one."""
+        ctx = self.ctx
+        for ancestor in ctx.ancestors(node):
+            if isinstance(ancestor, cst.With) and any(isinstance(i.item, cst.Call) and
+                                                      ctx.qualified_name(i.item.func) in _NO_GRAD
+                                                      for i in ancestor.items):
+                return True
+            if isinstance(ancestor, cst.FunctionDef):
+                if ancestor.name.value in _FRAMEWORK_EVAL or any(
+                        ctx.qualified_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+                        in _NO_GRAD for d in ancestor.decorators):
+                    return True
+                text = ctx.code_for(ancestor)
+                if "set_grad_enabled" in text or "requires_grad" in text or "no_grad" in text:
+                    return True
+                callers = self.facts.callers.callers(ancestor)
+                if not callers or depth > 3:
+                    return True  # called from elsewhere: its callers may turn autograd off
+                return all(self._grad_off(c, depth + 1) for c in callers)
+        return "set_grad_enabled(False)" in ctx.source
+
+    def _evaluates(self, loop: cst.For) -> str | None:
+        """The loop evaluates: it iterates a validation/test loader, or its function called ``.eval()`` before it."""
+        source = loop.iter
+        while isinstance(source, cst.Call) and callee_name(source) in ("enumerate", "tqdm", "iter") and source.args:
+            source = source.args[0].value
+        name = dotted_name(source) or ""
+        if words(name.rsplit(".", 1)[-1]) & _EVAL_WORDS:
+            return f"the loop over `{name}`"
+        scope = next((a for a in self.ctx.ancestors(loop) if isinstance(a, (cst.FunctionDef, cst.Module))), None)
+        start = self.ctx.position(loop).start.line
+        evals = [n for n in iter_descendants(scope) if isinstance(n, cst.Call) and callee_name(n) in ("eval", "train")
+                 and isinstance(n.func, cst.Attribute) and not n.args and self.ctx.position(n).start.line < start]
+        if evals and callee_name(max(evals, key=lambda n: self.ctx.position(n).start.line)) == "eval":
+            return f"the loop over `{' '.join(self.ctx.code_for(loop.iter).split())}` after `.eval()`"
+        return None

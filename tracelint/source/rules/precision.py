@@ -20,6 +20,7 @@ from tracelint.source.calls import call_arguments, is_literal, set_keyword
 from tracelint.source.context import FileContext, callee_name, dotted_name, iter_descendants
 from tracelint.source.loops import is_step_call
 from tracelint.source.rule import SourceRule
+from tracelint.source.rules.convnets import ChannelsLastCheck, CudnnBenchmarkCheck
 from tracelint.source.rules.precision_settings import MATMUL, REDUCED, file_settings
 
 TF32_DEFAULT_UNTIL = (1, 12)  # torch 1.7-1.11 ran fp32 matmuls as TF32 on Ampere by default
@@ -318,3 +319,12 @@ def _chained(first: cst.CSTNode | None, second: cst.CSTNode | None) -> tuple[str
     if inner is None or not isinstance(arg, cst.Name) or arg.value != first.targets[0].target.value:
         return None
     return inner, outer
+
+
+# Conv nets: the checks live in convnets.py; the classes are here, in the module of their family (TL4xx).
+class HalfPrecisionConvWithoutChannelsLast(ChannelsLastCheck):
+    code = "TL405"
+
+
+class ConvNetWithoutCudnnBenchmark(CudnnBenchmarkCheck):
+    code = "TL406"
