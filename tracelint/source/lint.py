@@ -69,7 +69,7 @@ def source_rules() -> tuple[type[SourceRule], ...]:
     return discover("tracelint.source.rules", SourceRule)
 
 
-class _ParseError(Exception):
+class ParseError(Exception):
     def __init__(self, message: str, line: int | None) -> None:
         super().__init__(message)
         self.message, self.line = message, line
@@ -102,13 +102,15 @@ def _examine(text: str) -> Look:
     return look if look is not None else _kept(_looks, text, examine(text))
 
 
-def _parse(text: str) -> cst.Module:
+def parse(text: str) -> cst.Module:
+    """``text``'s libcst tree, kept for the next analysis of the same text in this process (the rounds of a run,
+    project.ProjectIndex); ParseError with the user's message when it cannot be parsed."""
     known = _parsed.get(text)
     if known is not None:
         return known
     refused = hazard(text)  # before the native parser: what it cannot take safely
     if refused is not None:
-        raise _ParseError(*refused)
+        raise ParseError(*refused)
     import libcst as cst
 
     try:
@@ -116,28 +118,28 @@ def _parse(text: str) -> cst.Module:
     except cst.ParserSyntaxError as exc:
         raise _syntax_error(text, exc) from None
     except RecursionError:
-        raise _ParseError("expression nested too deeply to parse", None) from None
+        raise ParseError("expression nested too deeply to parse", None) from None
     except MemoryError:
-        raise _ParseError("out of memory while parsing: not analysed", None) from None
+        raise ParseError("out of memory while parsing: not analysed", None) from None
     except (KeyboardInterrupt, SystemExit, _TimeUp):
         raise
     except BaseException as exc:  # noqa: BLE001 - a panic in the native parser is a BaseException (pyo3)
-        raise _ParseError(f"the parser (libcst) failed: {type(exc).__name__}: {_one_line(exc)}", None) from None
+        raise ParseError(f"the parser (libcst) failed: {type(exc).__name__}: {_one_line(exc)}", None) from None
 
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc)[:2000].split())[:300]
 
 
-def _syntax_error(text: str, exc) -> _ParseError:
+def _syntax_error(text: str, exc) -> ParseError:
     """Python's own message and line (libcst's native parser reports the token after the error)."""
     try:
         parse_quietly(text)
     except SyntaxError as err:
-        return _ParseError(f"syntax error: {_one_line(err.msg)}", err.lineno)
+        return ParseError(f"syntax error: {_one_line(err.msg)}", err.lineno)
     except (ValueError, RecursionError, MemoryError, OverflowError):
         pass
-    return _ParseError(f"syntax not supported by the parser (libcst): {_one_line(exc.message)}", exc.raw_line)
+    return ParseError(f"syntax not supported by the parser (libcst): {_one_line(exc.message)}", exc.raw_line)
 
 
 def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[type[SourceRule]],
@@ -155,7 +157,7 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     from tracelint.source.context import FileContext
     from tracelint.source.rule import run_rules
 
-    module = _parse(doc.text)
+    module = parse(doc.text)
     ctx = FileContext(display, doc.text, module, cell_lines=doc.cell_lines, entries=run.entries if run else None,
                       device_from_run=run.on_device if run else False,
                       graph_collates=run.graph_collates if run else frozenset(),
@@ -363,7 +365,7 @@ def _analyse(doc, display: str, rules, config: Config, found, fix: bool, unsafe:
             outcome = _Outcome(findings)
         outcome.calls = run.calls if run is not None else None
         return outcome
-    except _ParseError as exc:
+    except ParseError as exc:
         prefix, line = _error_line(doc, exc.line)
         return _Outcome(errors=[InputError(display, prefix + exc.message, line)])
     except Exception as exc:  # a rule bug must not stop the other files
@@ -405,9 +407,9 @@ def _fix(doc, display, rules, config, findings, unsafe) -> _Outcome:
             break
         try:
             candidate = doc.with_edits([e for f in fixes for e in f.edits])
-            _parse(candidate.text)  # checked even when no rule runs on the result
+            parse(candidate.text)  # checked even when no rule runs on the result
             candidate_findings = _check(candidate, display, rules, config, sites(candidate.text))
-        except (_ParseError, ValueError, DocumentError) as exc:
+        except (ParseError, ValueError, DocumentError) as exc:
             reason = getattr(exc, "message", str(exc))
             errors.append(InputError(display, f"fixes not applied: the result would not parse ({reason})"))
             break

@@ -109,15 +109,14 @@ class ProjectIndex:
 
     @staticmethod
     def _parse(path: Path, data: bytes):
-        import libcst as cst
-
         from tracelint.source.context import FileContext
+        from tracelint.source.lint import ParseError, parse
         from tracelint.source.loops import facts
 
         try:
             text = data.decode("utf-8")
-            module = cst.parse_module(text)
-        except (UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, MemoryError):
+            module = parse(text)  # the run's own parse of the file, if it analysed it already
+        except (UnicodeDecodeError, ParseError):
             return None
         return facts(FileContext(str(path.resolve()), text, module)).callers
 
