@@ -22,7 +22,7 @@ def parsed(source: str) -> FileContext:
 
 def find(ctx: FileContext, code: str, kind: type = cst.CSTNode) -> cst.CSTNode:
     """The first node of type ``kind`` whose source text is ``code``."""
-    for node in ctx._parents:
+    for node in ctx.parents:
         if isinstance(node, kind) and ctx.code_for(node).strip() == code:
             return node
     raise LookupError(code)
@@ -82,7 +82,7 @@ def test_kind_follows_the_nearest_binding():
     f = facts(ctx)
 
     def kind(name: str) -> Kind:
-        for node in ctx._parents:
+        for node in ctx.parents:
             if isinstance(node, cst.Assign) and ctx.code_for(node.targets[0].target) == name:
                 return f.kind(node.value)
         raise LookupError(name)
@@ -99,5 +99,5 @@ def test_kind_follows_the_nearest_binding():
 def test_unknown_parameters_stay_unknown():
     ctx = parsed("def f(x):\n    y = x\n")
     f = facts(ctx)
-    assign = next(n for n in ctx._parents if isinstance(n, cst.Assign))
+    assign = next(n for n in ctx.parents if isinstance(n, cst.Assign))
     assert f.kind(assign.value) is Kind.UNKNOWN

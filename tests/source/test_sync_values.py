@@ -31,7 +31,7 @@ def parsed(source: str) -> FileContext:
 def kind_of(source: str, name: str) -> Kind:
     """The kind of the value assigned to ``name`` (its last assignment) in ``source``."""
     ctx = parsed(source)
-    found = [n for n in ctx._parents if isinstance(n, cst.Assign) and ctx.code_for(n.targets[0].target) == name]
+    found = [n for n in ctx.parents if isinstance(n, cst.Assign) and ctx.code_for(n.targets[0].target) == name]
     return facts(ctx).kind(found[-1].value)
 
 
@@ -112,7 +112,7 @@ def test_device_evidence_is_computed_once_per_file():
 
 def test_a_loop_reached_from_a_device_file_counts_as_on_device():
     ctx = parsed("import torch\nfor x in loader:\n    print(model(x).item())\n")
-    loop = next(n for n in ctx._parents if isinstance(n, cst.For))
+    loop = next(n for n in ctx.parents if isinstance(n, cst.For))
     rule = sync.ItemInLoop(ctx)
     assert sync._on_device(rule, HotLoop(loop, "the loop", on_device=True)) is not None
     assert sync._on_device(rule, HotLoop(loop, "the loop")) is None

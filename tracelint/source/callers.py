@@ -70,7 +70,7 @@ class CallIndex:
         self.iterated: dict[str, list[cst.BaseExpression]] = {}
         self.classes: dict[str, list[cst.ClassDef]] = {}
         self.unpacked: dict[str, list[tuple[cst.BaseExpression, int]]] = {}  # ``a, b = f()``: a -> (f(), 0)
-        set_parent = getattr(tree, "_set_parent", None)
+        parents = getattr(tree, "parents", None)  # FileContext.parents (another tree: none recorded)
         stack: list[cst.CSTNode] = [tree.module]
         # Dispatch on the exact node type: isinstance against libcst's classes goes through ABCMeta (most of the
         # walk's time when written that way).
@@ -95,8 +95,8 @@ class CallIndex:
             elif (kind is loop or kind is comp) and type(node.target) is cst.Name:
                 self.iterated.setdefault(node.target.value, []).append(node.iter)
             for child in iter_children(node):
-                if set_parent is not None:
-                    set_parent(child, node)
+                if parents is not None:
+                    parents[child] = node
                 stack.append(child)
 
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:

@@ -191,7 +191,9 @@ class FileContext:
         # For a notebook: entry i is (cell number, line within the cell) of line i+1 of ``source``.
         self.cell_lines = cell_lines
         self.stack: list[cst.CSTNode] = []
-        self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        # node -> parent, for every node a walk of the file has reached (rule.run_rules, callers.CallIndex): the
+        # traversal that visits a node records its children, so ``parent`` works for the node being visited
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self._positions = None
         self._memo: dict[str, object] = {}
 
@@ -263,17 +265,14 @@ class FileContext:
         return SourceLocation(self.path, line, rng.start.column + 1, end_line, rng.end.column + 1, cell=cell)
 
     # -- tree -------------------------------------------------------------------------------------------------
-    def _set_parent(self, node: cst.CSTNode, parent: cst.CSTNode) -> None:
-        self._parents[node] = parent
-
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self._parents.get(node)
+        return self.parents.get(node)
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        parent = self._parents.get(node)
+        parent = self.parents.get(node)
         while parent is not None:
             yield parent
-            parent = self._parents.get(parent)
+            parent = self.parents.get(parent)
 
     # -- names ------------------------------------------------------------------------------------------------
     @cached_property

@@ -150,7 +150,7 @@ def run_rules(ctx: FileContext, rules: Sequence[SourceRule]) -> list[Finding]:
             elif attr.startswith("leave_"):
                 leavers.setdefault(attr[6:], []).append(getattr(rule, attr))
     stack = ctx.stack
-    parents = ctx._parents
+    parents = ctx.parents
     # An explicit work list instead of recursion: generated code nests expressions thousands deep.
     work: list[tuple[cst.CSTNode, bool]] = [(ctx.module, False)]
     while work:
