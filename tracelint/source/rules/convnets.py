@@ -148,5 +148,6 @@ class CudnnBenchmarkCheck(SourceRule):
                            f"({net.fixed_shapes}) with `torch.backends.cudnn.benchmark` off (the default): cuDNN "
                            "picks each convolution's algorithm by a heuristic. With `torch.backends.cudnn.benchmark "
                            "= True` it times the candidates once per input shape and keeps the fastest; whether that "
-                           "pays depends on the model and the GPU (not measured by the project: time both with "
+                           "pays depends on the model and the GPU (on the project's fp32 ResNet-18 fixture, H200: "
+                           "12.58 against 12.40 ms a step, 1.5 %, at the level of run-to-run noise; time both with "
                            "`tracelint verify --against`)")
