@@ -24,6 +24,7 @@ The message names the chain: "`loss.item()` in `train()` (called at line 120) in
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from pathlib import Path, PurePath
 
 import libcst as cst
@@ -113,6 +114,14 @@ class CallIndex:
                 elif isinstance(element.value, cst.Name) and isinstance(value, cst.Call):
                     self.unpacked.setdefault(element.value.value, []).append((value, i))
 
+    @cached_property
+    def functions_named(self) -> dict[str, list[cst.FunctionDef]]:
+        """The file's functions and methods by name."""
+        named: dict[str, list[cst.FunctionDef]] = {}
+        for fn in self.functions:
+            named.setdefault(fn.name.value, []).append(fn)
+        return named
+
     def inside(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
         return any(parent is scope for parent in self.tree.ancestors(node))
 
@@ -158,7 +167,6 @@ class Modules:
         self.parameters: dict[str, dict[int | str, tuple[str, ...]]] = getattr(tree, "parameter_modules", None) or {}
         self.made: set[tuple[str, int | None]] = set()  # factory calls of other files this file's modules come from
         self._held: dict[int, tuple[cst.BaseExpression | str, ...]] = {}
-        self._functions: dict[str, list[cst.FunctionDef]] | None = None
         self._returns: dict[cst.FunctionDef, list[cst.BaseExpression]] = {}
 
     def constructors(self, func: cst.BaseExpression) -> tuple[cst.BaseExpression | str, ...]:
@@ -271,15 +279,12 @@ class Modules:
     def _factories(self, call: cst.Call) -> list[cst.FunctionDef]:
         """The functions of this file ``call`` calls by name (``build(cfg)``: a module-level or nested ``def``
         the file does not import; ``self.build()``: a method of that name in the file)."""
-        if self._functions is None:
-            self._functions = {}
-            for fn in self.index.functions:
-                self._functions.setdefault(fn.name.value, []).append(fn)
+        named = self.index.functions_named
         func = call.func
         if isinstance(func, cst.Name) and func.value not in self.index.classes:
-            return [fn for fn in self._functions.get(func.value, ()) if fn.name.value != "__init__"]
+            return [fn for fn in named.get(func.value, ()) if fn.name.value != "__init__"]
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in _SELF:
-            return list(self._functions.get(func.attr.value, ()))
+            return list(named.get(func.attr.value, ()))
         return []
 
     def _returned(self, fn: cst.FunctionDef) -> list[cst.BaseExpression]:
@@ -343,7 +348,6 @@ class Callers:
         self.facts = facts
         self.tree = facts.tree
         self._index: CallIndex | None = None
-        self._by_name: dict[str, list[cst.FunctionDef]] | None = None
         self._callers: dict[cst.FunctionDef, list[cst.Call]] = {}
         self._verdicts: dict[cst.FunctionDef, object] = {}
         self._open: set[cst.FunctionDef] = set()
@@ -438,11 +442,7 @@ class Callers:
         source = getattr(self.tree, "source", None)
         if source is not None and f"def {name}(" not in source and f"def {name} (" not in source:
             return []  # the file defines no function of that name (no module walk)
-        if self._by_name is None:
-            self._by_name = {}
-            for fn in self.index.functions:
-                self._by_name.setdefault(fn.name.value, []).append(fn)
-        return [fn for fn in self._by_name.get(name, ()) if any(c is call for c in self.callers(fn))]
+        return [fn for fn in self.index.functions_named.get(name, ()) if any(c is call for c in self.callers(fn))]
 
     def _instance_of(self, receiver: cst.BaseExpression, cls: cst.ClassDef) -> bool:
         """``obj`` bound by ``obj = C(...)`` before the call, in its function."""
