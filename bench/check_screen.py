@@ -11,10 +11,10 @@ from pathlib import Path
 
 import libcst as cst
 
-from tracelint.source.context import FileContext
 from tracelint.source.lint import source_rules
 from tracelint.source.rule import run_rules
 from tracelint.source.screen import may_report, sites
+from tracelint.source.semantic.model import FileContext
 
 rules = source_rules()
 files = [p for root in sys.argv[1:] for p in Path(root).rglob("*.py")]

@@ -1,5 +1,5 @@
 """Issue #12: calls followed within a file and across the files of one run (callers.py), and the guards and loops
-of real training code (loops.py): what is per step and what is not."""
+of real training code (semantic/steps.py): what is per step and what is not."""
 from __future__ import annotations
 
 import textwrap

@@ -6,7 +6,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from tracelint.source.context import FileContext
+from tracelint.source.semantic.model import FileContext
 
 
 def resolved_calls(source: str) -> list[str | None]:
@@ -101,7 +101,7 @@ def test_parents_and_positions_during_traversal():
 
 
 def test_iter_descendants_matches_libcst_traversal_without_layout_nodes():
-    from tracelint.source.context import SKIP_NODES, iter_descendants
+    from tracelint.source.semantic.model import SKIP_NODES, iter_descendants
 
     source = "import torch\nfor i, (x, y) in enumerate(loader):\n    z = {k: v.to(d) for k, v in x.items()}\n"
     module = cst.parse_module(source)

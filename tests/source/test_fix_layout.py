@@ -13,9 +13,9 @@ import pytest
 
 from tracelint.engine import Config, FileChecked, Finding
 from tracelint.source import lint_paths
-from tracelint.source.calls import remove_argument, set_keyword
-from tracelint.source.context import FileContext, dotted_name, iter_descendants
 from tracelint.source.fix import apply_edits
+from tracelint.source.semantic.calls import remove_argument, set_keyword
+from tracelint.source.semantic.model import FileContext, dotted_name, iter_descendants
 
 # (layout, DataLoader call as written, the call once pin_memory=True is added)
 ADD = [

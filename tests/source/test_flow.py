@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from tracelint.source.context import iter_descendants
-from tracelint.source.flow import Flow
+from tracelint.source.semantic.flow import Flow
+from tracelint.source.semantic.model import iter_descendants
 
 
 def _flow_of(source: str, expr: str) -> tuple[Flow, cst.BaseExpression]:
@@ -241,7 +241,7 @@ def test_tl204_follows_a_creation_through_shape_and_dtype_methods(lint, made, fl
 def test_ints_on_a_line_with_non_ascii_text_before_the_node():
     """Python's ``ast`` counts columns in UTF-8 bytes, libcst in characters: joined by position, a size after
     ``"é"`` on its line was unknown. The rules' nodes are the flow's own now."""
-    from tracelint.source.context import FileContext
+    from tracelint.source.semantic.model import FileContext
 
     source = 'VOCAB = 50257\nlabel = "é"; head = torch.nn.Linear(768, VOCAB)\n'
     module = cst.parse_module(source)

@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 
 from tracelint.engine import Config, FileChecked, Finding, InputError
 from tracelint.source import lint, lint_paths
-from tracelint.source import loops as loops_module
 from tracelint.source.document import read_notebook
 from tracelint.source.limits import (
     MAX_CHAIN,
@@ -36,6 +35,7 @@ from tracelint.source.limits import (
     shape,
 )
 from tracelint.source.screen import examine
+from tracelint.source.semantic import steps as loops_module
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("fuzz_sources", REPO / "bench" / "fuzz_sources.py")

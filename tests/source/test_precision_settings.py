@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tracelint.source.context import FileContext
 from tracelint.source.rules import precision_settings as settings
+from tracelint.source.semantic.model import FileContext
 
 
 def test_a_file_is_parsed_once_whoever_asks(monkeypatch):

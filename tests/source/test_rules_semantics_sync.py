@@ -12,10 +12,10 @@ import textwrap
 import libcst as cst
 import pytest
 
-from tracelint.source.context import FileContext
 from tracelint.source.lint import source_rules
 from tracelint.source.rule import run_rules
 from tracelint.source.screen import may_report, sites
+from tracelint.source.semantic.model import FileContext
 
 STEP = """\
 import torch

@@ -14,7 +14,6 @@ import pytest
 from tracelint.engine import Config, Finding
 from tracelint.engine.catalog import catalog
 from tracelint.source import lint
-from tracelint.source.context import FileContext
 from tracelint.source.lint import source_rules
 from tracelint.source.rule import SourceRule, run_rules
 from tracelint.source.screen import (
@@ -32,6 +31,7 @@ from tracelint.source.screen import (
     may_report,
     sites,
 )
+from tracelint.source.semantic.model import FileContext
 
 REPO = Path(__file__).resolve().parents[2]
 # the module (tracelint.engine's attribute of that name is the catalog() function)

@@ -6,11 +6,11 @@ import textwrap
 import libcst as cst
 import pytest
 
-from tracelint.source.context import FileContext
 from tracelint.source.fix import apply_edits
 from tracelint.source.rule import run_rules
 from tracelint.source.rules import sync
 from tracelint.source.screen import may_report, sites
+from tracelint.source.semantic.model import FileContext
 
 SYNC_RULES = (sync.ItemInLoop, sync.DeviceToHostCopyInLoop, sync.TensorToPythonScalarInLoop,
               sync.TensorFormattingInLoop, sync.CudaSynchronizeInLoop, sync.NonzeroInLoop)

@@ -1,5 +1,5 @@
-"""loops.py and values.py on their own: per-step loops, guards and the local tensor-ness guess, asked of parsed
-snippets."""
+"""semantic/steps.py and semantic/values.py on their own: per-step loops, guards and the local tensor-ness guess,
+asked of parsed snippets."""
 from __future__ import annotations
 
 import textwrap
@@ -7,10 +7,10 @@ import textwrap
 import libcst as cst
 import pytest
 
-from tracelint.source.context import FileContext
-from tracelint.source.loops import facts, guard_polarity
 from tracelint.source.rule import run_rules
-from tracelint.source.values import Kind, words
+from tracelint.source.semantic.model import FileContext
+from tracelint.source.semantic.steps import facts, guard_polarity
+from tracelint.source.semantic.values import Kind, words
 
 
 def parsed(source: str) -> FileContext:

@@ -10,12 +10,12 @@ import libcst as cst
 import pytest
 
 from tests.source.test_sync import lint
-from tracelint.source.context import FileContext
-from tracelint.source.hotloop import HotLoop
-from tracelint.source.loops import facts
 from tracelint.source.rule import run_rules
 from tracelint.source.rules import sync
-from tracelint.source.values import Kind
+from tracelint.source.semantic.callers import HotLoop
+from tracelint.source.semantic.model import FileContext
+from tracelint.source.semantic.steps import facts
+from tracelint.source.semantic.values import Kind
 
 TORCH = "import torch\n"
 GPU = "import torch\ndevice = torch.device('cuda')\n"

@@ -2,10 +2,10 @@
 
 ``lint_paths(paths)`` yields Findings, InputErrors (a file it could not read or parse; the others are still linted)
 and one FileChecked per file read. Rules are ``SourceRule`` classes in ``tracelint/source/rules/`` (see rule.py for
-the framework, context.py for what a rule knows about its file). Speed comes from a text prefilter (files that never
-mention torch, or none of a rule's trigger words, are not parsed for it), an ``ast`` screen (screen.py: a file
-without any site a rule reports on is never parsed with libcst, nor is libcst imported), one shared traversal per
-file, and worker processes when there are many files.
+the framework, semantic/model.py for what a rule knows about its file). Speed comes from a text prefilter (files that
+never mention torch, or none of a rule's trigger words, are not parsed for it), an ``ast`` screen (screen.py: a
+file without any site a rule reports on is never parsed with libcst, nor is libcst imported), one shared traversal
+per file, and worker processes when there are many files.
 """
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def lint_paths(
     # A run of several files follows per-step calls across them (callers.py): results are held until the
     # functions other files call every step have been analysed as such.
     if len(files) > 1:
-        from tracelint.source.runcalls import graph_collates
+        from tracelint.source.loader.collates import graph_collates
 
         collates = graph_collates([path for path, _ in files])
         # TL401 and TL404 judge a file by its program's precision settings; a run without them need not read them

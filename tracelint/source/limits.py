@@ -139,3 +139,19 @@ def calm(text: str, look: Look) -> bool:
     found = shape(text)
     return look.sites is not None and look.depth <= CALM_DEPTH and len(text) <= CALM_CHARS \
         and found.nesting <= CALM_NESTING and found.chain <= CALM_CHAIN
+
+
+def parsed_or_none(text: str):
+    """libcst's tree of ``text`` for the scans a run makes before its analysis (the precision settings of its
+    programs, the collate functions of its files), or None when it refuses the text or cannot parse it: the
+    analysis proper reports that file, with its message, where it parses it."""
+    if hazard(text) is not None:  # what the native parser cannot take safely (lint.py refuses it too)
+        return None
+    import libcst as cst  # only here: the prefilter runs before anything needs libcst
+
+    try:
+        return cst.parse_module(text)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - a syntax error, or a panic in the native parser (pyo3)
+        return None

@@ -84,7 +84,7 @@ class _Crashed(Exception):
 
 
 # The last texts parsed and screened in this process: the rounds of a run (callers.py, project.py) analyse a file
-# several times; its tree, screen and positions (context.py) are made once. libcst trees are immutable.
+# several times; its tree, screen and positions (semantic/model.py) are made once. libcst trees are immutable.
 _KEEP = 64
 _parsed: dict[str, cst.Module] = {}
 _looks: dict[str, Look] = {}
@@ -154,8 +154,8 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
               and may_report(cls.code, found) and not (run is not None and run.calls_only)]
     if not active and run is None and look is not None and look.sites is not None:
         return []  # Python's parser took the file (else libcst must judge it: a syntax error is reported)
-    from tracelint.source.context import FileContext
     from tracelint.source.rule import run_rules
+    from tracelint.source.semantic.model import FileContext
 
     module = parse(doc.text)
     ctx = FileContext(display, doc.text, module, cell_lines=doc.cell_lines, entries=run.entries if run else None,
@@ -170,7 +170,7 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     project_calls = found is None or PROJECT_CALL in found
     found = run_rules(ctx, [cls(ctx) for cls in active])
     if run is not None:
-        from tracelint.source.loops import facts
+        from tracelint.source.semantic.steps import facts
 
         file_facts = facts(ctx)
         from tracelint.source.loader.facts import pinned_handoffs
@@ -221,7 +221,7 @@ class _Run:
 
     entries: dict[str, Entry] = field(default_factory=dict)
     on_device: bool = False  # a file of the run with device evidence calls this file's functions
-    graph_collates: frozenset[str] = frozenset()  # runcalls.graph_collates of the run
+    graph_collates: frozenset[str] = frozenset()  # loader.collates.graph_collates of the run
     precision: frozenset[str] | None = frozenset()  # precision_settings.program_precision of this file (None:
                                                      # settled after the analysis, precision_settings.settle)
     pinned: dict[str, frozenset[int | str]] = field(default_factory=dict)  # runcalls.pinned_parameters of the file

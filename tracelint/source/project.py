@@ -109,9 +109,9 @@ class ProjectIndex:
 
     @staticmethod
     def _parse(path: Path, data: bytes):
-        from tracelint.source.context import FileContext
         from tracelint.source.lint import ParseError, parse
-        from tracelint.source.loops import facts
+        from tracelint.source.semantic.model import FileContext
+        from tracelint.source.semantic.steps import facts
 
         try:
             text = data.decode("utf-8")
@@ -124,7 +124,7 @@ class ProjectIndex:
 def _classes(callers, fn, element: int | None, path: Path, modules: list[_Module], index: ProjectIndex,
              depth: int) -> set[str]:
     """The classes ``fn`` of the file whose ``callers`` is given returns (its element ``element``), as "@path:C"."""
-    from tracelint.source.callers import Modules
+    from tracelint.source.semantic.callers import Modules
 
     modules_of = Modules(callers.index)
     found: list = []
@@ -158,7 +158,7 @@ def _as_class(name: str, caller: _Module, modules: list[_Module]) -> set[str]:
 
 
 def _function(callers, member: str):
-    from tracelint.source.callers import qualname
+    from tracelint.source.semantic.callers import qualname
 
     for fn in callers.index.functions:
         if qualname(fn, callers.tree) == member:

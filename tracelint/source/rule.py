@@ -15,7 +15,8 @@ discovered, and its name is the rule's name without dashes (``dataloader-without
 
         def leave_For(self, node: cst.For) -> None: ...
 
-- A rule instance is made per file, with the file's :class:`~tracelint.source.context.FileContext` as ``self.ctx``.
+- A rule instance is made per file, with the file's :class:`~tracelint.source.semantic.model.FileContext`
+  as ``self.ctx``.
 - ``visit_<NodeType>(node)`` runs before the node's children, ``leave_<NodeType>(node)`` after them (the libcst
   node class names: Call, For, While, Attribute, Name, FunctionDef, ...). Return values are ignored: children are
   always visited. Whitespace, comments and punctuation nodes (commas, parentheses, operators' tokens) are not visited.
@@ -32,7 +33,8 @@ discovered, and its name is the rule's name without dashes (``dataloader-without
 - ``finish()`` is called once after the traversal (for rules that decide at the end of the file).
 - A rule with empty ``triggers`` runs on every file that mentions torch.
 
-Where a node runs and what a value is (loops.py, values.py; computed once per file, shared by all rules):
+Where a node runs and what a value is (semantic/steps.py, semantic/values.py; computed once per file, shared by all
+rules):
 
 - ``self.step_loop(node) -> HotLoop | None``: the per-step loop ``node`` runs in on every iteration (DataLoader
   iteration, ``while True``, ``range(max_steps)``, env steps, eval loops, ``training_step``) in a file that imports
@@ -61,10 +63,10 @@ import libcst as cst
 
 from tracelint.engine import Edit, Finding, Fix, Rule, Severity
 from tracelint.engine.catalog import catalog
-from tracelint.source import loops
-from tracelint.source.context import FileContext, iter_children
-from tracelint.source.hotloop import HotLoop
-from tracelint.source.values import Kind
+from tracelint.source.semantic import steps as loops
+from tracelint.source.semantic.callers import HotLoop
+from tracelint.source.semantic.model import FileContext, iter_children
+from tracelint.source.semantic.values import Kind
 
 
 class SourceRule(Rule):

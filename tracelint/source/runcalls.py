@@ -3,13 +3,9 @@ which maps each file's per-step calls of imported functions to the files of the 
 here: lint.py imports this before it knows whether a file needs parsing."""
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from tracelint.source.astnames import ast_dotted_name
-from tracelint.source.vocab import GRAPH_BATCHING
 
 MAX_ROUNDS = 6  # cross-file passes (a factory's module called in a loop of a third file: main -> engine -> model)
 
@@ -151,68 +147,6 @@ def _candidates(target: str, caller: _Module, modules: list[_Module], loose: boo
         if len(defining) == 1:
             yield defining[0], member
             return
-
-
-# -- collate functions that batch graphs -------------------------------------------------------------------------
-_GRAPH_WORDS = (b"dgl", b"torch_geometric")
-
-
-def graph_collates(paths: list[Path]) -> frozenset[str]:
-    """The names of the functions and methods of the run's files whose body batches graphs (``dgl.batch``, PyG's
-    ``Batch.from_data_list``): a DataLoader whose ``collate_fn`` is one of them (``collate_fn=dataset.collate``,
-    the dataset class defined in another module) yields graph objects, which pinning does not pin (TL202). Only
-    files that mention a graph library are parsed (Python's ``ast``), before the run, so that ``--fix`` never adds
-    ``pin_memory=True`` there."""
-    names: set[str] = set()
-    for path in paths:
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        if not any(word in data for word in _GRAPH_WORDS):
-            continue
-        try:
-            tree = ast.parse(data)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        names.update(_graph_functions(tree))
-    return frozenset(names)
-
-
-def _imports(tree: ast.Module) -> dict[str, str]:
-    """{bound name: qualified name} of a file's absolute imports."""
-    imports: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                imports[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else \
-                    alias.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                imports[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return imports
-
-
-def _graph_functions(tree: ast.Module) -> set[str]:
-    imports = _imports(tree)
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for call in ast.walk(node):
-                if isinstance(call, ast.Call) and _resolved(call.func, imports) in GRAPH_BATCHING:
-                    found.add(node.name)
-                    break
-    return found
-
-
-def _resolved(func: ast.expr, imports: dict[str, str]) -> str | None:
-    """``func``'s dotted name with its head replaced through the file's imports."""
-    dotted = ast_dotted_name(func)
-    if dotted is None:
-        return None
-    head, _, rest = dotted.partition(".")
-    head = imports.get(head, head)
-    return f"{head}.{rest}" if rest else head
 
 
 # -- programs: the files of a run that import each other -------------------------------------------------------

@@ -30,10 +30,12 @@ import warnings
 from dataclasses import dataclass
 
 from tracelint.engine.catalog import catalog
-from tracelint.source.astnames import ast_dotted_name, children, skipped_depth
+from tracelint.source.semantic.names import Names
 from tracelint.source.vocab import (
     BUILTINS,
     DATA_DEPENDENT,
+    DATA_SUBSTRINGS,
+    DATA_WORDS,
     EXTERNAL_MODULES,
     FILLED_CREATION,
     HOST_ATTRS,
@@ -43,7 +45,59 @@ from tracelint.source.vocab import (
     MASK_METHODS,
     RANDOM_CREATION,
     STEP_HOOKS,
+    STEP_SUBSTRINGS,
+    STEP_WORDS,
+    words,
 )
+
+
+# -- names and children in Python's own ``ast`` ------------------------------------------------------------
+def ast_dotted_name(expr: ast.expr) -> str | None:
+    """``a.b.c`` for an ``ast`` name or attribute chain, else None (semantic.tree.dotted_name for libcst)."""
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    parts.append(expr.id)
+    return ".".join(reversed(parts))
+
+
+# Fields that never hold what the walks look at: expression contexts (Load/Store/Del) and operators (Add, Eq...),
+# nodes ``ast.iter_child_nodes`` yields all the same (a third of a typical tree).
+_SKIPPED = frozenset({"ctx", "op", "ops", "type_comment"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_LEAVES: dict[type, int] = {}
+
+
+def skipped_depth(node: ast.AST) -> int:
+    """1 when ``children`` leaves out a node below ``node`` (its context or operator), else 0: the depth of the tree
+    is the same as with ``ast.iter_child_nodes``."""
+    kind = type(node)
+    found = _LEAVES.get(kind)
+    if found is None:
+        found = _LEAVES[kind] = int(any(f in _SKIPPED and f != "type_comment" for f in kind._fields))
+    if found and type(node) is ast.Compare:
+        return int(bool(node.ops))
+    return found
+
+
+def children(node: ast.AST) -> list[ast.AST]:
+    """``list(ast.iter_child_nodes(node))`` without expression contexts and operators (see ``_SKIPPED``)."""
+    kind = type(node)
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        fields = _FIELDS[kind] = tuple(f for f in kind._fields if f not in _SKIPPED)
+    found: list[ast.AST] = []
+    for name in fields:
+        value = getattr(node, name, None)
+        if isinstance(value, list):
+            found.extend(item for item in value if isinstance(item, ast.AST))
+        elif isinstance(value, ast.AST):
+            found.append(value)
+    return found
+
 
 # Site kinds: what a rule doc's ``sites:`` may name.
 ITEM = "item"                      # .item() (or add_scalar of a possible tensor) in a loop   TL101
@@ -173,29 +227,35 @@ def examine(text: str) -> Look:
         return Look(None, depth=screen.depth)
 
 
-_STEP_TEXT = ("loader", "batch", "step", "iter", "epoch", "data", "train", "tqdm", "prefetch", "update", "done",
-              "backward")
+# The prefilter's step words: the model's own (semantic.steps judges loops by them) and looser ones of its own.
+_STEP_TEXT = ("batch", "epoch", "train", "data", "tqdm", "backward", "done", *DATA_SUBSTRINGS, *STEP_SUBSTRINGS)
+_STEP_NAME_WORDS = DATA_WORDS | STEP_WORDS
 
 
 def _steppy_loop(loop: ast.AST) -> bool:
-    """A loop that may be a per-step loop (loops.loop_description decides; this is a looser text test, so that a
-    project call in ``for blk in self.blocks:`` does not make a file worth parsing): ``while True``, or a header or
+    """A loop that may be a per-step loop (semantic.steps decides, on the same words; this is a looser test, so that
+    a project call in ``for blk in self.blocks:`` does not make a file worth parsing): ``while True``, or a header or
     body that names loaders, batches, steps, iterations, epochs or data, or calls backward/step."""
     if isinstance(loop, ast.While) and isinstance(loop.test, ast.Constant) and loop.test.value:
         return True
     if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):  # a comprehension: its iterables' names
         names = [n.id if isinstance(n, ast.Name) else n.attr for gen in loop.generators  # type: ignore[attr-defined]
                  for n in ast.walk(gen.iter) if isinstance(n, (ast.Name, ast.Attribute))]
-        return any(word in name.lower() for name in names for word in _STEP_TEXT)
+        return any(_step_name(name) for name in names)
     header = loop.test if isinstance(loop, ast.While) else loop.iter  # type: ignore[attr-defined]
     names = [n.id for n in ast.walk(header) if isinstance(n, ast.Name)] + \
             [n.attr for n in ast.walk(header) if isinstance(n, ast.Attribute)]
     if isinstance(loop, (ast.For, ast.AsyncFor)):
         names += [n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)]
-    if any(word in name.lower() for name in names for word in _STEP_TEXT):
+    if any(_step_name(name) for name in names):
         return True
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
                for stmt in loop.body for n in ast.walk(stmt))
+
+
+def _step_name(name: str) -> bool:
+    low = name.lower()
+    return any(word in low for word in _STEP_TEXT) or bool(words(name) & _STEP_NAME_WORDS)
 
 
 # The methods an instance call (``model(x)``, ``self.block(x)``: callers.Modules) or a construction runs.
@@ -247,8 +307,9 @@ class _Screen:
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
         self.found: set[str] = set()
-        self.imports: dict[str, str] = {}       # bound name -> what it imports
-        self.aliases: dict[str, str] = {}       # name assigned exactly once to a dotted name -> that name
+        self.names = Names()                    # imports and once-assigned aliases (semantic.names)
+        self.imports = self.names.imports       # bound name -> what it imports
+        self.aliases = self.names.aliases       # name bound exactly once, to a dotted name -> that name
         self.bound: set[str] = set()            # every name the file binds (shadows a builtin)
         self.values: dict[ast.AST, dict[str, list[ast.expr]]] = {}  # scope -> name -> assigned values
         self.torch = False
@@ -272,10 +333,8 @@ class _Screen:
 
     # -- pass 1: imports, aliases, bindings ---------------------------------------------------------------------
     def run(self) -> frozenset[str]:
-        assigned: dict[str, int] = {}
-        candidates: dict[str, str] = {}
-        self._collect(self.tree, self.tree, assigned, candidates)
-        self.aliases = {n: v for n, v in candidates.items() if assigned.get(n) == 1}
+        self._collect(self.tree, self.tree)
+        self.names.finish()
         self._walk(self.tree, self.tree, False)
         found = self.found
         found.update(CALL_PREFIX + name for name in self.called)
@@ -291,7 +350,7 @@ class _Screen:
             found.discard(ELEMENT_LOOP)  # another file calls per step is analysed whatever its sites: lint.py)
         return frozenset(found)
 
-    def _collect(self, node: ast.AST, scope: ast.AST, assigned: dict[str, int], candidates: dict[str, str]) -> None:
+    def _collect(self, node: ast.AST, scope: ast.AST) -> None:
         # in_loop: inside a loop or comprehension of the same function (or of the lambda's function); fn: the name of
         # the enclosing def (None at module level)
         # loops: the loops of the same function (or of the lambda's function) around the node, outermost first
@@ -305,37 +364,32 @@ class _Screen:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     self._torch_module(alias.name)
-                    bound = alias.asname or alias.name.split(".")[0]
-                    self.imports[bound] = alias.name if alias.asname else bound
-                    self.bound.add(bound)
+                    self.bound.add(self.names.import_module(alias.name, alias.asname))
             elif isinstance(node, ast.ImportFrom):
-                module = "." * node.level + (node.module or "")
                 if node.level == 0:
-                    self._torch_module(module)
+                    self._torch_module(node.module or "")
                 for alias in node.names:
                     if alias.name != "*":
-                        bound = alias.asname or alias.name
-                        self.imports[bound] = f"{module}.{alias.name}"
-                        self.bound.add(bound)
+                        self.bound.add(self.names.import_from(node.module or "", node.level, alias.name, alias.asname))
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
-                    self._count(target, assigned)
                     if isinstance(node, ast.Assign) and isinstance(target, ast.Name):
-                        dotted = ast_dotted_name(node.value)
-                        if dotted:
-                            candidates[target.id] = dotted
+                        self.names.assign(target.id, ast_dotted_name(node.value))
+                        self.bound.add(target.id)
+                    else:
+                        self._count(target)
                     if node.value is not None:
                         self._bind(scope, target, node.value)
             elif isinstance(node, ast.NamedExpr):
                 self._bind(scope, node.target, node.value)
                 self.bound.add(node.target.id)
             elif isinstance(node, (ast.For, ast.AsyncFor)):
-                self._count(node.target, assigned)
+                self._count(node.target)
             elif isinstance(node, (ast.With, ast.AsyncWith)):
                 for item in node.items:
                     if item.optional_vars is not None:
-                        self._count(item.optional_vars, assigned)
+                        self._count(item.optional_vars)
             elif isinstance(node, ast.Call):
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
@@ -347,7 +401,7 @@ class _Screen:
             elif isinstance(node, ast.Constant) and type(node.value) is int and _off_tile(node.value):
                 self.off_tile_literal = True
             elif isinstance(node, ast.ExceptHandler) and node.name:
-                assigned[node.name] = assigned.get(node.name, 0) + 1
+                self.names.assign(node.name)
                 self.bound.add(node.name)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.bound.add(node.name)
@@ -463,10 +517,10 @@ class _Screen:
         if module == "torch" or module.startswith("torch."):
             self.torch = True
 
-    def _count(self, target: ast.expr, assigned: dict[str, int]) -> None:
+    def _count(self, target: ast.expr) -> None:
         for name in ast.walk(target):
             if isinstance(name, ast.Name):
-                assigned[name.id] = assigned.get(name.id, 0) + 1
+                self.names.assign(name.id)
                 self.bound.add(name.id)
 
     def _bind(self, scope: ast.AST, target: ast.expr, value: ast.expr) -> None:
@@ -483,33 +537,20 @@ class _Screen:
                 self._bind(scope, element, value.elts[i] if pairs else value)
 
     # -- names ---------------------------------------------------------------------------------------------------
-    def _resolve(self, dotted: str) -> str:
-        """``dotted`` with its head replaced through imports and once-assigned aliases (a few hops at most)."""
-        for _ in range(8):
-            head, _, rest = dotted.partition(".")
-            if head in self.imports and self.imports[head] != head:
-                base = self.imports[head]
-            elif head in self.aliases and head not in self.imports:
-                base = self.aliases[head]
-            else:
-                return dotted
-            dotted = f"{base}.{rest}" if rest else base
-        return dotted
-
     def _leaves(self, func: ast.expr) -> set[str]:
         """The last name of a callee, as written (``f``, ``(a == b).nonzero``, ``stream().synchronize``) and as
         resolved through imports and aliases."""
         leaves = {func.attr} if isinstance(func, ast.Attribute) else {func.id} if isinstance(func, ast.Name) else set()
         dotted = ast_dotted_name(func)
         if dotted is not None:
-            leaves.add(self._resolve(dotted).rsplit(".", 1)[-1])
+            leaves.add(self.names.spelled(dotted).rsplit(".", 1)[-1])
         return leaves
 
     def _builtin_call(self, func: ast.expr, *names: str) -> bool:
         """A call of one of the builtins ``names`` (or of a name that may be one through an alias)."""
         if not isinstance(func, ast.Name):
             return False
-        return func.id in names or self._resolve(func.id) in names
+        return func.id in names or self.names.spelled(func.id) in names
 
     # -- may this expression be a tensor? (a superset of values.Values.kind(expr) is TENSOR) --------------
     def _may_tensor(self, expr: ast.expr | None, scope: ast.AST, depth: int = 0) -> bool:
@@ -716,7 +757,7 @@ class _Screen:
             elif self._builtin_call(func, "max", "min"):
                 if len(positional) >= 2 and any(self._may_tensor(v, scope) for v in positional):
                     found.add(SCALAR)
-            elif self._resolve(ast_dotted_name(func) or "").startswith("math."):  # math.isnan(t)
+            elif self.names.spelled(ast_dotted_name(func) or "").startswith("math."):  # math.isnan(t)
                 if any(self._may_tensor(v, scope) for v in positional):
                     found.add(SCALAR)
         if FORMAT not in found:

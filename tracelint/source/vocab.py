@@ -5,6 +5,7 @@ Kept free of libcst so that the screen can use them without importing it.
 from __future__ import annotations
 
 import builtins
+import re
 
 BUILTINS = frozenset(dir(builtins))
 SYNCHRONIZE = frozenset({
@@ -59,3 +60,25 @@ GRAPH_BATCHING = frozenset({"dgl.batch", "dgl.batch_hetero", "torch_geometric.da
 # or from a random generator (the device's draws other numbers than the host's).
 FILLED_CREATION = frozenset({"zeros", "ones", "empty", "full", "arange", "eye", "linspace", "logspace"})
 RANDOM_CREATION = frozenset({"randn", "rand", "randint", "randperm", "normal"})
+
+# What names a per-step loop (semantic.steps decides with these; the prefilter's looser test, screen._steppy_loop,
+# matches any of them): substrings of an iterable's text that mean one iteration per batch, words of it...
+DATA_SUBSTRINGS = ("loader", "batches", "prefetch", "dataiter", "data_iter", "batch_iter", "batch_gen")
+DATA_WORDS = frozenset({"dl", "data", "dataset", "iter", "iterator", "tqdm", "pbar", "progress", "stream"})
+# ... and substrings / words of a range bound or a while test that mean steps, not epochs.
+STEP_SUBSTRINGS = ("step", "iter", "loader", "update")
+STEP_WORDS = frozenset({"it", "its", "n_it", "done", "terminated", "truncated"})
+
+WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def words(text: str) -> frozenset[str]:
+    """Lower-case words of identifiers in ``text``: ``trainLoader.next_batch`` -> {train, loader, next, batch}."""
+    return frozenset(w.lower() for w in WORD.findall(text))
+
+
+def head_word(text: str) -> str:
+    """The last word of the last name in ``text``, what the name is (``action_loss`` is a loss, ``self.actions``
+    actions): ``""`` when there is none."""
+    found = WORD.findall(text.rsplit(".", 1)[-1])
+    return found[-1].lower() if found else ""

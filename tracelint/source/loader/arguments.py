@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from tracelint.source.calls import Arguments, call_arguments, is_literal
-from tracelint.source.context import FileContext
+from tracelint.source.semantic.calls import Arguments, call_arguments, is_literal
+from tracelint.source.semantic.model import FileContext
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # Positions in DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory)

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from tracelint.source.bindings import names_in
-from tracelint.source.calls import call_arguments, is_literal
-from tracelint.source.context import callee_name, dotted_name
 from tracelint.source.loader.draws import Draw
 from tracelint.source.loader.index import MAX_HOPS, READERS, FileIndex
-from tracelint.source.values import words
+from tracelint.source.semantic.bindings import names_in
+from tracelint.source.semantic.calls import call_arguments, is_literal
+from tracelint.source.semantic.model import callee_name, dotted_name
+from tracelint.source.semantic.values import words
 from tracelint.source.vocab import HOST_ATTRS
 
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from tracelint.source.calls import is_literal
-from tracelint.source.context import callee_name, iter_children
 from tracelint.source.loader.index import MAX_HOPS, READERS, FileIndex
-from tracelint.source.loops import runs_once
+from tracelint.source.semantic.calls import is_literal
+from tracelint.source.semantic.model import callee_name, iter_children
+from tracelint.source.semantic.steps import runs_once
 
 
 @dataclass(frozen=True, slots=True)

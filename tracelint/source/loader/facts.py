@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tracelint.source.calls import Arguments, call_arguments
-from tracelint.source.context import FileContext
 from tracelint.source.loader.arguments import DATALOADERS, pins_memory
 from tracelint.source.loader.batches import Batches
 from tracelint.source.loader.draws import Draw, Draws
 from tracelint.source.loader.index import FileIndex
 from tracelint.source.loader.items import Items
+from tracelint.source.semantic.calls import Arguments, call_arguments
+from tracelint.source.semantic.model import FileContext
 
 
 class LoaderFacts:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tracelint.source import loops
-from tracelint.source.bindings import target_nodes
-from tracelint.source.context import FileContext, dotted_name, iter_children
+from tracelint.source.semantic import steps as loops
+from tracelint.source.semantic.bindings import target_nodes
+from tracelint.source.semantic.model import FileContext, dotted_name, iter_children
 
 # Calls that only read a value (a loader's length, a batch's repr): neither a use of the batches nor an escape.
 READERS = frozenset({"len", "print", "isinstance", "hasattr", "getattr", "str", "repr", "id", "type", "vars",

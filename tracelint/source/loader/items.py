@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tracelint.source.calls import Arguments, is_literal
-from tracelint.source.context import callee_name, dotted_name, iter_descendants
 from tracelint.source.loader.arguments import COLLATE_POS, DATASET_POS
 from tracelint.source.loader.index import FileIndex
+from tracelint.source.semantic.calls import Arguments, is_literal
+from tracelint.source.semantic.model import callee_name, dotted_name, iter_descendants
 from tracelint.source.vocab import GRAPH_BATCHING
 
 # Cheap items (TL201): a dataset of tensors held in memory, indexed without per-item CPU work.
@@ -186,3 +186,4 @@ def _last_name(expr: cst.BaseExpression) -> str | None:
         expr = expr.args[0].value
     name = dotted_name(expr)
     return name.rsplit(".", 1)[-1] if name else None
+

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import libcst as cst
 
-from tracelint.source.context import dotted_name, iter_children
+from tracelint.source.semantic.model import dotted_name, iter_children
 
 MAX_DEPTH = 4
 _COMPILE = frozenset({"torch.compile"})

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tracelint.source.calls import call_arguments, literal
-from tracelint.source.context import callee_name, dotted_name, iter_descendants
 from tracelint.source.rule import SourceRule
+from tracelint.source.semantic.calls import call_arguments, literal
+from tracelint.source.semantic.model import callee_name, dotted_name, iter_descendants
 
 # torchvision.models' CNN constructors by prefix (resnet50, efficientnet_v2_s, convnext_tiny, regnet_y_400mf, ...);
 # timm's model names start the same way.

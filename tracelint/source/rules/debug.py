@@ -11,9 +11,9 @@ from pathlib import PurePath
 
 import libcst as cst
 
-from tracelint.source.calls import call_arguments, is_literal, literal
-from tracelint.source.context import dotted_name, iter_descendants
 from tracelint.source.rule import SourceRule
+from tracelint.source.semantic.calls import call_arguments, is_literal, literal
+from tracelint.source.semantic.model import dotted_name, iter_descendants
 
 
 def is_test_file(path: str) -> bool:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tracelint.source.calls import call_arguments, is_literal
-from tracelint.source.context import dotted_name, iter_children
 from tracelint.source.rule import SourceRule
 from tracelint.source.rules.debug import is_test_file
-from tracelint.source.values import words
+from tracelint.source.semantic.calls import call_arguments, is_literal
+from tracelint.source.semantic.model import dotted_name, iter_children
+from tracelint.source.semantic.values import words
 
 DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                            "torch.nn.parallel.data_parallel.DataParallel", "torch.nn.parallel.data_parallel"})

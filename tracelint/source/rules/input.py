@@ -18,13 +18,13 @@ from typing import ClassVar
 import libcst as cst
 
 from tracelint.engine import Edit, Fix
-from tracelint.source.callers import qualname
-from tracelint.source.calls import Arguments, call_arguments, is_literal, set_keyword
-from tracelint.source.context import FileContext, callee_name, dotted_name
 from tracelint.source.loader.arguments import DATALOADERS, NUM_WORKERS, PIN_MEMORY, Argument, pins_memory, violates
 from tracelint.source.loader.batches import device_words
 from tracelint.source.loader.facts import loader_facts
 from tracelint.source.rule import SourceRule
+from tracelint.source.semantic.callers import qualname
+from tracelint.source.semantic.calls import Arguments, call_arguments, is_literal, set_keyword
+from tracelint.source.semantic.model import FileContext, callee_name, dotted_name
 from tracelint.source.vocab import FILLED_CREATION, RANDOM_CREATION
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tracelint.source.bindings import names_in
-from tracelint.source.context import callee_name, iter_descendants
 from tracelint.source.rule import SourceRule
 from tracelint.source.rules.compiled import breaks, compiled_code
-from tracelint.source.values import words
+from tracelint.source.semantic.bindings import names_in
+from tracelint.source.semantic.model import callee_name, iter_descendants
+from tracelint.source.semantic.values import words
 
 # Words of a range bound that count elements (a batch, a sequence, boxes), not a handful of layers or heads.
 _ELEMENT_WORDS = frozenset({

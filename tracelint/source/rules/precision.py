@@ -16,12 +16,12 @@ from pathlib import Path
 import libcst as cst
 
 from tracelint.engine import Edit, Fix, Severity
-from tracelint.source.calls import call_arguments, is_literal, set_keyword
-from tracelint.source.context import FileContext, callee_name, dotted_name, iter_descendants
-from tracelint.source.loops import is_step_call
 from tracelint.source.rule import SourceRule
 from tracelint.source.rules.convnets import ChannelsLastCheck, CudnnBenchmarkCheck
 from tracelint.source.rules.precision_settings import MATMUL, REDUCED, file_settings
+from tracelint.source.semantic.calls import call_arguments, is_literal, set_keyword
+from tracelint.source.semantic.model import FileContext, callee_name, dotted_name, iter_descendants
+from tracelint.source.semantic.steps import is_step_call
 
 TF32_DEFAULT_UNTIL = (1, 12)  # torch 1.7-1.11 ran fp32 matmuls as TF32 on Ampere by default
 _PIN = re.compile(r"""^\s*["']?torch\s*(?:\[[^\]]*\])?\s*==\s*(\d+)\.(\d+)""", re.M)

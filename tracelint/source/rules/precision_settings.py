@@ -20,13 +20,13 @@ from pathlib import Path
 
 import libcst as cst
 
-from tracelint.source.calls import literal
-from tracelint.source.context import FileContext
 from tracelint.source.document import DocumentError, read_document
-from tracelint.source.flow import keywords, positional
-from tracelint.source.limits import hazard
-from tracelint.source.nodes import evaluated, imported_name, iter_children
+from tracelint.source.limits import parsed_or_none
 from tracelint.source.runcalls import RunCalls, import_targets, programs
+from tracelint.source.semantic.calls import literal
+from tracelint.source.semantic.flow import keywords, positional
+from tracelint.source.semantic.model import FileContext
+from tracelint.source.semantic.tree import evaluated, iter_children
 
 TF32, REDUCED, FULL, EXTERNAL, MATMUL = "tf32", "reduced", "full", "external", "matmul"
 # A file that mentions none of these makes no setting and computes no matmul the scan counts: it is not parsed.
@@ -85,13 +85,8 @@ def _mentions(data: bytes) -> bool:
 
 def _parse_and_scan(data: bytes) -> frozenset[str]:
     text = data.decode("utf-8", "replace")
-    if hazard(text) is not None:  # what the native parser cannot take safely (lint.py refuses it too)
-        return frozenset()
-    try:
-        module = cst.parse_module(text)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException:  # noqa: BLE001 - a syntax error, or a panic in the native parser (pyo3)
+    module = parsed_or_none(text)
+    if module is None:
         return frozenset()
     try:
         return _scan(FileContext("", text, module))
@@ -123,7 +118,7 @@ def _scan(ctx: FileContext) -> frozenset[str]:
         node, in_class = work.pop()
         kind = type(node)
         if kind is cst.Attribute:
-            if node.attr.value in _REDUCED_LEAVES and imported_name(node, imports) in _REDUCED_DTYPES:
+            if node.attr.value in _REDUCED_LEAVES and ctx.spelled_name(node) in _REDUCED_DTYPES:
                 found.add(REDUCED)
         elif kind is cst.Call:
             func = node.func
@@ -133,15 +128,15 @@ def _scan(ctx: FileContext) -> frozenset[str]:
             # looked at in full)
             if written in _PRECISION_CALLS or _MATMUL_MODELS.search(written) or written in imports or any(
                     a.keyword is not None and a.keyword.value in ("precision", "mixed_precision") for a in node.args):
-                found.update(_precision_call(node, imports, large))
-            if in_class and (written in _MATMUL_NAMES or written in imports) and _matmul_call(node, imports):
+                found.update(_precision_call(ctx, node, large))
+            if in_class and (written in _MATMUL_NAMES or written in imports) and _matmul_call(ctx, node):
                 in_class_matmul = True
         elif kind is cst.BinaryOperation:
             if in_class and type(node.operator) is cst.MatrixMultiply:
                 in_class_matmul = True
         elif kind is cst.Assign:
             for target in node.targets:
-                name = imported_name(target.target, imports) or ""
+                name = ctx.spelled_name(target.target) or ""
                 if name.endswith(".allow_tf32") and name.startswith("torch.backends.cuda"):
                     found.add(FULL if literal(node.value) is False else TF32)
                 elif name.endswith("fp32_precision") and name.startswith("torch.backends"):
@@ -165,9 +160,9 @@ def _ints(ctx: FileContext, size: cst.BaseExpression | None) -> frozenset[int] |
     return ctx.flow.ints(size)
 
 
-def _precision_call(call: cst.Call, imports: dict[str, str],
+def _precision_call(ctx: FileContext, call: cst.Call,
                     large: Callable[[list[cst.BaseExpression | None]], bool]) -> set[str]:
-    name = imported_name(call.func, imports) or ""
+    name = ctx.spelled_name(call.func) or ""
     last = name.rsplit(".", 1)[-1] if name else (call.func.attr.value if isinstance(call.func, cst.Attribute) else "")
     given, named = positional(call), keywords(call)
     if name in _MATMUL_LAYERS or _MATMUL_MODELS.search(last) or name == "torch.nn.Linear" and large(
@@ -194,10 +189,10 @@ def _precision_call(call: cst.Call, imports: dict[str, str],
     return set()
 
 
-def _matmul_call(call: cst.Call, imports: dict[str, str]) -> bool:
+def _matmul_call(ctx: FileContext, call: cst.Call) -> bool:
     """``torch.bmm(a, b)``, ``F.linear(x, w)``, ``q.matmul(k)``: a matmul (counted when it lies in a class: a model's
     methods; matmuls outside classes, a mel filterbank applied in a data function, are small next to its layers)."""
-    return imported_name(call.func, imports) in _MATMUL_OPS or \
+    return ctx.spelled_name(call.func) in _MATMUL_OPS or \
         isinstance(call.func, cst.Attribute) and call.func.attr.value in _MATMUL_METHODS
 
 

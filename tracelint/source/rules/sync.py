@@ -16,10 +16,10 @@ import re
 import libcst as cst
 
 from tracelint.engine import Fix
-from tracelint.source.context import callee_name, dotted_name
-from tracelint.source.hotloop import HotLoop
 from tracelint.source.rule import SourceRule
-from tracelint.source.values import Kind, is_python_scalar, is_to_cpu, words
+from tracelint.source.semantic.callers import HotLoop
+from tracelint.source.semantic.model import callee_name, dotted_name
+from tracelint.source.semantic.values import Kind, is_python_scalar, is_to_cpu, words
 from tracelint.source.vocab import DATA_DEPENDENT as _DATA_DEPENDENT
 from tracelint.source.vocab import HOST_OUTPUT_CALLS as _HOST_OUTPUT_CALLS
 from tracelint.source.vocab import HOST_OUTPUT_MODULES as _HOST_OUTPUT_MODULES

@@ -3,7 +3,7 @@ once per step.
 
 A sync in ``def train(): ...; return loss.item()`` is a per-step sync when ``train()`` is called inside a per-step
 loop (``for epoch in range(epochs): train(epoch)`` of a full-batch model, ``for batch in loader: self.run_step()``).
-``Facts.hot_loop`` (loops.py) asks ``Callers.per_step(function)`` when it climbs out of a function body:
+``Facts.hot_loop`` (steps.py) asks ``Callers.per_step(function)`` when it climbs out of a function body:
 
 - **Within the file** (``CallIndex``, one walk of the module on first use, which also gives every node its parent):
   a module-level or nested ``def f`` is called by ``f(...)`` in the scope that defines it; a method ``def m`` of
@@ -24,18 +24,30 @@ The message names the chain: "`loss.item()` in `train()` (called at line 120) in
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path, PurePath
 
 import libcst as cst
 
-from tracelint.source.context import callee_name, dotted_name, iter_children
-from tracelint.source.hotloop import HotLoop
 from tracelint.source.runcalls import HotCall, RunCalls
+from tracelint.source.semantic.model import callee_name, dotted_name, iter_children
 from tracelint.source.vocab import EXTERNAL_MODULES
 
 MAX_DEPTH = 4  # calls followed from a sync to the per-step loop (train() -> step() -> log() -> sync)
 _SELF = frozenset({"self", "cls"})
+
+
+@dataclass(frozen=True, slots=True)
+class HotLoop:
+    """The per-step context a node runs in: the loop (or step hook) and how messages name it; what
+    ``steps.Facts.hot_loop`` and ``Callers.per_step`` return."""
+
+    node: cst.CSTNode
+    description: str  # "the loop over `train_loader`", "the `while True` loop", "`training_step`"
+    # The code reached this loop through a call from another file of the run whose code puts work on a CUDA device
+    # (a helper module shows no device of its own: the caller's evidence counts).
+    on_device: bool = False
 
 
 def qualname(fn: cst.FunctionDef, tree) -> str | None:

@@ -11,9 +11,9 @@ from weakref import WeakKeyDictionary
 import libcst as cst
 
 from tracelint.engine import Edit
-from tracelint.source.context import FileContext, dotted_name, iter_descendants
-from tracelint.source.nodes import UNSET as _UNSET
-from tracelint.source.nodes import evaluated
+from tracelint.source.semantic.model import FileContext, dotted_name, iter_descendants
+from tracelint.source.semantic.tree import UNSET as _UNSET
+from tracelint.source.semantic.tree import evaluated
 
 
 def literal(expr: cst.BaseExpression | None):

@@ -24,7 +24,7 @@ from itertools import product
 
 import libcst as cst
 
-from tracelint.source.nodes import dotted_name, evaluated, iter_children
+from tracelint.source.semantic.tree import dotted_name, evaluated, iter_children
 
 MAX_DEPTH = 10       # bindings followed from a use to a literal
 MAX_VALUES = 8       # the values a name may hold, at most (else unknown)

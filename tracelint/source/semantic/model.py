@@ -45,36 +45,28 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from tracelint.engine import SourceLocation
+from tracelint.source.semantic.names import Names
 
-# The node helpers live in nodes.py (flow.py reads them too); rules import them from here.
-from tracelint.source.nodes import SKIP_NODES as SKIP_NODES
-from tracelint.source.nodes import callee_name as callee_name
-from tracelint.source.nodes import dotted_name as dotted_name
-from tracelint.source.nodes import evaluated
-from tracelint.source.nodes import iter_children as iter_children
-from tracelint.source.nodes import iter_descendants as iter_descendants
-from tracelint.source.vocab import BUILTINS as _BUILTINS
+# The node helpers live in tree.py (flow.py reads them too); rules may import them from here.
+from tracelint.source.semantic.tree import SKIP_NODES as SKIP_NODES
+from tracelint.source.semantic.tree import callee_name as callee_name
+from tracelint.source.semantic.tree import dotted_name as dotted_name
+from tracelint.source.semantic.tree import evaluated
+from tracelint.source.semantic.tree import iter_children as iter_children
+from tracelint.source.semantic.tree import iter_descendants as iter_descendants
 
 
 def _module_name(expr: cst.BaseExpression | None) -> str:
     return dotted_name(expr) or "" if expr is not None else ""
 
 
-class _Bindings:
-    """Imports, aliases and local definitions of one file, from a statement-only walk."""
+class _NamesReader:
+    """Reads one file's statements into ``names.Names`` (a statement-only walk: no expression is visited)."""
 
     def __init__(self, module: cst.Module) -> None:
-        self.imports: dict[str, str] = {}
-        self.aliases: dict[str, cst.BaseExpression] = {}
-        self.local: set[str] = set()
-        self._assigned: dict[str, int] = {}
+        self.names = Names()
         self._walk(module.body)
-        # An alias counts only when the name is assigned exactly once (``DL = torch.utils.data.DataLoader``).
-        for name, count in self._assigned.items():
-            if count != 1:
-                self.aliases.pop(name, None)
-            if name not in self.aliases:
-                self.local.add(name)
+        self.names.finish()
 
     def _walk(self, body) -> None:
         for stmt in body:
@@ -82,7 +74,7 @@ class _Bindings:
                 for small in stmt.body:
                     self._small(small)
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                self.local.add(stmt.name.value)
+                self.names.define(stmt.name.value)
                 if isinstance(stmt, cst.FunctionDef):
                     self._params(stmt.params)
                 self._walk(self._body(stmt.body))
@@ -116,39 +108,34 @@ class _Bindings:
 
     def _params(self, params: cst.Parameters) -> None:
         for p in (*params.posonly_params, *params.params, *params.kwonly_params):
-            self.local.add(p.name.value)
+            self.names.define(p.name.value)
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
-                self.local.add(star.name.value)
+                self.names.define(star.name.value)
 
     def _small(self, small) -> None:
         if isinstance(small, cst.Import):
             for alias in small.names:
-                full = dotted_name(alias.name) or ""
-                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                    self.imports[alias.asname.name.value] = full
-                else:  # ``import torch.utils.data`` binds ``torch``
-                    head = full.split(".")[0]
-                    self.imports[head] = head
+                renamed = alias.asname is not None and isinstance(alias.asname.name, cst.Name)
+                self.names.import_module(dotted_name(alias.name) or "", alias.asname.name.value if renamed else None)
         elif isinstance(small, cst.ImportFrom):
             if isinstance(small.names, cst.ImportStar):
                 return
-            base = "." * len(small.relative) + _module_name(small.module)
             for alias in small.names:
-                name = dotted_name(alias.name) or ""
                 renamed = alias.asname is not None and isinstance(alias.asname.name, cst.Name)
-                bound = alias.asname.name.value if renamed else name
-                self.imports[bound] = f"{base}.{name}" if not base.endswith(".") else f"{base}{name}"
+                self.names.import_from(_module_name(small.module), len(small.relative), dotted_name(alias.name) or "",
+                                       alias.asname.name.value if renamed else None)
         elif isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
             targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
             for target in targets:
-                if isinstance(target, cst.Name) and isinstance(small, cst.Assign) and dotted_name(small.value):
-                    self.aliases[target.value] = small.value
-                self._target(target)
+                if isinstance(target, cst.Name) and isinstance(small, cst.Assign):
+                    self.names.assign(target.value, dotted_name(small.value))
+                else:
+                    self._target(target)
 
     def _target(self, target) -> None:
         if isinstance(target, cst.Name):
-            self._assigned[target.value] = self._assigned.get(target.value, 0) + 1
+            self.names.assign(target.value)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for el in target.elements:
                 self._target(el.value)
@@ -173,7 +160,7 @@ class FileContext:
         self.entries = entries or {}
         # A file of the run with device evidence calls this file's functions (values.Values.device_evidence).
         self.device_from_run = device_from_run
-        # Names of functions of other files of the run that batch graphs in a collate (runcalls.graph_collates).
+        # Names of functions of other files of the run that batch graphs in a collate (loader.collates.graph_collates).
         self.graph_collates = graph_collates
         # The precision settings of the programs this file is part of (precision_settings.program_precision); None:
         # one file. In a run whose programs' settings are settled after the analysis (precision_settings.settle): the
@@ -200,7 +187,7 @@ class FileContext:
     @cached_property
     def flow(self):
         """The file's constant and device data flow (flow.Flow on ``module``), made when a rule first asks."""
-        from tracelint.source.flow import Flow
+        from tracelint.source.semantic.flow import Flow
 
         return Flow(self.module)
 
@@ -276,36 +263,22 @@ class FileContext:
 
     # -- names ------------------------------------------------------------------------------------------------
     @cached_property
-    def _bindings(self) -> _Bindings:
-        return _Bindings(self.module)
+    def names(self) -> Names:
+        """The file's imports, aliases and local names (names.Names, the one import resolver)."""
+        return _NamesReader(self.module).names
 
     @property
     def imports(self) -> dict[str, str]:
-        return self._bindings.imports
+        return self.names.imports
 
     @property
     def local_names(self) -> frozenset[str]:
-        return frozenset(self._bindings.local)
+        return frozenset(self.names.local)
 
     def qualified_name(self, expr: cst.BaseExpression) -> str | None:
-        return self._resolve(expr, 0)
+        return self.names.qualified(dotted_name(expr))
 
-    def _resolve(self, expr: cst.BaseExpression, depth: int) -> str | None:
-        name = dotted_name(expr)
-        if name is None or depth > 8:
-            return None
-        head, _, rest = name.partition(".")
-        b = self._bindings
-        if head in b.local:
-            return None
-        if head in b.imports:
-            base = b.imports[head]
-        elif head in b.aliases:
-            base = self._resolve(b.aliases[head], depth + 1)
-            if base is None:
-                return None
-        elif head in _BUILTINS:
-            base = f"builtins.{head}"
-        else:
-            return None
-        return f"{base}.{rest}" if rest else base
+    def spelled_name(self, expr: cst.BaseExpression) -> str | None:
+        """``expr``'s dotted name with its head replaced through the imports and aliases (names.Names.spelled)."""
+        dotted = dotted_name(expr)
+        return None if dotted is None else self.names.spelled(dotted)

@@ -16,10 +16,9 @@ from typing import Protocol
 
 import libcst as cst
 
-from tracelint.source.bindings import Binding, ScopeBindings, names_in
-from tracelint.source.calls import literal
-from tracelint.source.context import callee_name, dotted_name, iter_children
-from tracelint.source.nodes import imported_name
+from tracelint.source.semantic.bindings import Binding, ScopeBindings, names_in
+from tracelint.source.semantic.calls import literal
+from tracelint.source.semantic.model import callee_name, dotted_name, iter_children
 from tracelint.source.vocab import DEVICE_MODULES as _DEVICE_MODULES
 from tracelint.source.vocab import DEVICE_NAMES as _DEVICE_NAMES
 from tracelint.source.vocab import DEVICE_SUBSTRINGS as _DEVICE_SUBSTRINGS
@@ -28,6 +27,9 @@ from tracelint.source.vocab import HOST_METHODS as _HOST_METHODS
 from tracelint.source.vocab import PROCESS_MODULES as _PROCESS_MODULES
 from tracelint.source.vocab import PROCESS_SUBSTRINGS as _PROCESS_SUBSTRINGS
 from tracelint.source.vocab import STEP_HOOKS as _STEP_HOOKS
+from tracelint.source.vocab import WORD
+from tracelint.source.vocab import head_word as head_word
+from tracelint.source.vocab import words as words
 
 
 class Tree(Protocol):
@@ -39,6 +41,7 @@ class Tree(Protocol):
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None: ...
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]: ...
     def qualified_name(self, expr: cst.BaseExpression) -> str | None: ...
+    def spelled_name(self, expr: cst.BaseExpression) -> str | None: ...
     def code_for(self, node: cst.CSTNode) -> str: ...
     def bound(self, expr: cst.BaseExpression) -> list | None: ...  # flow.py: what it may hold (ast expressions)
 
@@ -50,22 +53,7 @@ class Kind(Enum):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# words (the heuristics here and in loops.py match on them)
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-
-
-def head_word(text: str) -> str:
-    """The last word of the last name in ``text``, what the name is (``action_loss`` is a loss, ``self.actions``
-    actions): ``""`` when there is none."""
-    found = _WORD.findall(text.rsplit(".", 1)[-1])
-    return found[-1].lower() if found else ""
-
-
-def words(text: str) -> frozenset[str]:
-    """Lower-case words of identifiers in ``text``: ``trainLoader.next_batch`` -> {train, loader, next, batch}."""
-    return frozenset(w.lower() for w in _WORD.findall(text))
-
-
+# words (the heuristics here and in steps.py match on them)
 # ---------------------------------------------------------------------------------------------------------------
 # tensor-ness
 _SAME_ATTRS = frozenset({"T", "mT", "H", "data", "grad", "real", "imag"})
@@ -136,7 +124,7 @@ def _callee_kind(name: str) -> Kind:
     """What a call of a function or method named ``name`` returns, by its name (when nothing else is known)."""
     if name[:1].isupper():
         return Kind.UNKNOWN  # a class: ``Generator()`` is the module, ``generator(z)`` its output
-    parts = _WORD.findall(name)
+    parts = WORD.findall(name)
     if parts and parts[-1].lower() in _HOST_CALL_WORDS:
         return Kind.HOST
     found = words(name)
@@ -472,7 +460,7 @@ class Values:
         while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
                 value.func.attr.value in _MODULE_METHODS:
             value = value.func.value
-        qualified = imported_name(value.func, self.tree.imports) if isinstance(value, cst.Call) else None
+        qualified = self.tree.spelled_name(value.func) if isinstance(value, cst.Call) else None
         return qualified is not None and qualified.startswith("torchmetrics.") and \
             not qualified.startswith(_METRIC_FUNCTIONS)
 

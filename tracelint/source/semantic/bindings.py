@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from tracelint.source.context import callee_name, dotted_name, iter_children
+from tracelint.source.semantic.model import callee_name, dotted_name, iter_children
 
 # What moves a tensor to a device (``Values._moved``): ``x.to(dev)``, ``x.cuda()``, ``x.type(torch.cuda.FloatTensor)``.
 _MOVES = frozenset({"to", "cuda", "type"})

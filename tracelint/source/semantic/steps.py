@@ -18,13 +18,16 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from tracelint.source.callers import Callers
-from tracelint.source.calls import literal
-from tracelint.source.context import FileContext, callee_name, dotted_name, iter_children, iter_descendants
-from tracelint.source.hotloop import HotLoop
 from tracelint.source.runcalls import Entry
-from tracelint.source.values import Tree, Values, head_word, is_number, words
+from tracelint.source.semantic.callers import Callers, HotLoop
+from tracelint.source.semantic.calls import literal
+from tracelint.source.semantic.model import FileContext, callee_name, dotted_name, iter_children, iter_descendants
+from tracelint.source.semantic.values import Tree, Values, head_word, is_number, words
+from tracelint.source.vocab import DATA_SUBSTRINGS as _DATA_SUBSTRINGS
+from tracelint.source.vocab import DATA_WORDS as _DATA_WORDS
 from tracelint.source.vocab import STEP_HOOKS as _STEP_HOOKS
+from tracelint.source.vocab import STEP_SUBSTRINGS as _STEP_SUBSTRINGS
+from tracelint.source.vocab import STEP_WORDS as _STEP_WORDS
 
 
 def _short(text: str, limit: int = 40) -> str:
@@ -34,12 +37,6 @@ def _short(text: str, limit: int = 40) -> str:
 
 # ---------------------------------------------------------------------------------------------------------------
 # which loops are per-step loops
-# Substrings of the iterable's text that mean "one iteration per batch or step".
-_DATA_SUBSTRINGS = ("loader", "batches", "prefetch", "dataiter", "data_iter", "batch_iter", "batch_gen")
-_DATA_WORDS = frozenset({"dl", "data", "dataset", "iter", "iterator", "tqdm", "pbar", "progress", "stream"})
-# Words / substrings of a range bound or while test that mean steps, not epochs.
-_STEP_SUBSTRINGS = ("step", "iter", "loader", "update")
-_STEP_WORDS = frozenset({"it", "its", "n_it", "done", "terminated", "truncated"})
 # Iterating these is iterating a container's members, never data.
 _MEMBER_METHODS = frozenset({
     "items", "keys", "values", "named_parameters", "parameters", "modules", "named_modules", "children",

@@ -21,17 +21,6 @@ def dotted_name(expr: cst.BaseExpression) -> str | None:
     return ".".join(reversed(parts))
 
 
-def imported_name(expr: cst.BaseExpression, imports: dict[str, str]) -> str | None:
-    """``expr``'s dotted name with its head replaced through ``imports`` ({bound name: qualified name}); a head the
-    imports do not bind stays as written (``torch.half`` for ``th.half`` after ``import torch as th``)."""
-    dotted = dotted_name(expr)
-    if dotted is None:
-        return None
-    head, _, rest = dotted.partition(".")
-    head = imports.get(head, head)
-    return f"{head}.{rest}" if rest else head
-
-
 UNSET = object()
 
 
