@@ -413,3 +413,48 @@ def test_modules_a_factory_of_another_file_returns_passed_to_a_loop_of_a_third(t
         ("detr.py", 7, "TL101"), ("detr.py", 13, "TL101")]
     assert "`SetCriterion.forward()` (called as `criterion(model(x.cuda()), y.cuda())` at engine.py:6)" in \
         found[0].message
+
+
+# -- values through the file's own functions -------------------------------------------------------------------
+RETURNS = """\
+    import torch
+    import torch.nn as nn
+
+    class Head(nn.Module):
+        def assign(self, x):
+            fg_mask = x > 0
+            return x.sum(), fg_mask, [0, 1]
+
+        def counts(self, x):
+            if x is None:
+                return 0
+            return x.sum()
+
+        def forward(self, x):
+            total, fg_mask, order = self.assign(x)
+            picked = x[fg_mask]                          # line 16: a mask the method returns
+            kept = x[order]                              # a host list it returns: an index, no mask
+            if total > 0:                                # line 18: a tensor the method returns
+                x = x * 2
+            if self.counts(x) > 0:                       # returns of different kinds: unknown, quiet
+                x = x / 2
+            return x + picked.sum() + kept.sum()
+
+    model = Head().cuda()
+    for batch in loader:
+        model(batch.cuda()).sum().backward()
+    """
+
+
+def test_a_value_a_function_of_the_file_returns(tmp_path):
+    """``_, fg_mask = self.get_assignments(...)`` (YOLOX's label assignment): the name holds what the method returns,
+    element by element; returns that disagree say nothing."""
+    paths = write(tmp_path, {"head.py": RETURNS})
+    assert sites(paths.values(), tmp_path) == [("head.py", 16, "TL106"), ("head.py", 18, "TL103")]
+
+
+def test_a_function_of_the_same_name_elsewhere_says_nothing(tmp_path):
+    """Near miss: ``self.assign(x)`` of an object of another class (not the file's method) keeps the name unknown."""
+    text = RETURNS.replace("total, fg_mask, order = self.assign(x)", "total, fg_mask, order = self.other.assign(x)")
+    paths = write(tmp_path, {"head.py": text})
+    assert sites(paths.values(), tmp_path) == []

@@ -323,6 +323,7 @@ class _Screen:
         self.device_copy = False
         self.biased: set[str] = set()  # BIASED_NORM: "conv" / "linear" given no bias=False, "norm" / "flat-norm"
         self.steppy = False  # the file has a loop that may be a training loop (_steppy_loop)
+        self.functions: set[str] = set()  # the names of the file's own functions and methods
         self.sizes: list[tuple[ast.expr, ast.AST]] = []  # the sizes given to Linear/Embedding/ConvNd (OFF_TILE)
         self.off_tile_callees: set[str] = set()  # the names of the callees given an off-tile literal
         self.off_tile_literal = False  # an off-tile integer literal anywhere in the file
@@ -405,6 +406,8 @@ class _Screen:
                 self.bound.add(node.name)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.bound.add(node.name)
+                if not isinstance(node, ast.ClassDef):
+                    self.functions.add(node.name)
             elif isinstance(node, ast.arg):
                 self.bound.add(node.arg)
             elif isinstance(node, ast.comprehension):
@@ -620,6 +623,9 @@ class _Screen:
                 self._mask_like(index.left, scope, depth) and self._mask_like(index.right, scope, depth)
         if isinstance(index, ast.Call):  # m.bool(), torch.eye(n, dtype=torch.bool), (x > 0).to(device)
             func = index.func
+            if depth and (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) in \
+                    self.functions:  # ``m = self.assign(x)``: what the file's function returns (values.returned)
+                return True
             return isinstance(func, ast.Attribute) and (func.attr in MASK_METHODS or func.attr in MASK_KEEPING and
                                                         self._mask_like(func.value, scope, depth)) or \
                 any(k.arg == "dtype" for k in index.keywords) or any(ast_dotted_name(a) in ("torch.bool", "bool")

@@ -478,7 +478,11 @@ class NonzeroInLoop(SourceRule):
             return self.is_tensor(expr) and self._is_bool(expr, depth)
         if isinstance(expr, cst.Name):
             value = self.facts.value_of(expr)
-            return value is not None and self._mask_like(value, depth + 1) and self._is_mask(value, indexed, depth + 1)
+            if value is not None and self._mask_like(value, depth + 1) and self._is_mask(value, indexed, depth + 1):
+                return True
+            returned = self.facts.returned_values(expr)  # ``_, fg_mask = self.get_assignments(...)``
+            return bool(returned) and all((isinstance(r, cst.Name) or self._mask_like(r, depth + 1)) and
+                                          self._is_mask(r, indexed, depth + 1) for r in returned)
         return False
 
     def _is_bool(self, expr: cst.BaseExpression, depth: int) -> bool:

@@ -196,6 +196,40 @@ class Values:
             return None
         return before[-1].value
 
+    def returned_values(self, name: cst.Name) -> list[cst.BaseExpression] | None:
+        """What ``name`` holds when its nearest plain binding before it is a call of one of this file's functions
+        (``fg_mask = self.assign(x)``, ``_, fg_mask = self.get_assignments(x)``): the expressions that function
+        returns (``returned``); None otherwise."""
+        table = self.bindings(self.scope_of(name))
+        at = table.order.get(name)
+        before = [b for b in table.bindings.get(name.value, ()) if at is not None and b.order < at]
+        if not before or before[-1].augmented or not isinstance(before[-1].value, cst.Call):
+            return None
+        return self.returned(before[-1].value, before[-1].element)
+
+    def returned(self, call: cst.Call, element: int | None = None) -> list[cst.BaseExpression] | None:
+        """The values the one function of this file that ``call`` calls returns (callers.Callers.callees), or
+        element ``element`` of each when the call's result is unpacked; None when it calls none of them or several,
+        when one of its ``return`` statements gives nothing, or, unpacked, a return is no tuple of that size."""
+        callers = getattr(self, "callers", None)
+        if callers is None:
+            return None
+        functions = callers.callees(call)
+        if len(functions) != 1:
+            return None
+        returns = [r.value for r in _own_returns(functions[0])]
+        if not returns or any(r is None for r in returns):
+            return None
+        if element is None:
+            return returns  # type: ignore[return-value]
+        found = []
+        for value in returns:
+            if not isinstance(value, cst.Tuple) or element >= len(value.elements) or \
+                    any(isinstance(e, cst.StarredElement) for e in value.elements):
+                return None
+            found.append(value.elements[element].value)
+        return found
+
     def kind(self, expr: cst.BaseExpression) -> Kind:
         """HOST, TENSOR or UNKNOWN for ``expr`` at its place in the file (see the module docstring)."""
         return self._kind(expr, self.scope_of(expr), None, 0)
@@ -393,6 +427,12 @@ class Values:
             return Kind.HOST
         if binding.value is None:
             return Kind.UNKNOWN
+        if isinstance(binding.value, cst.Call) and not binding.augmented and depth < _MAX_DEPTH - 2:
+            # a call of one of this file's functions holds what that function returns, when its returns agree
+            returned = self.returned(binding.value, binding.element)
+            kinds = {self._kind(r, self.scope_of(r), None, depth + 2) for r in returned or ()}
+            if len(kinds) == 1 and Kind.UNKNOWN not in kinds:
+                return kinds.pop()
         value = self._kind(binding.value, scope, binding.order, depth + 1)
         if binding.augmented:
             if value is Kind.TENSOR:
