@@ -10,9 +10,11 @@ import pytest
 from tracelint.engine import Config, Finding, Severity
 from tracelint.source import lint_paths
 from tracelint.source.rules.precision_settings import (
+    CONV,
     EXTERNAL,
     FULL,
     MATMUL,
+    MATMUL_OPS,
     REDUCED,
     TF32,
     precision_settings,
@@ -51,18 +53,56 @@ for x, y in loader:
     ('accelerator = Accelerator(mixed_precision="no")', set()),
     ("accelerator = Accelerator()", {EXTERNAL}),
     ("x = torch.float32", set()),
-    ("class Attn(torch.nn.Module):\n    def forward(self, q, k):\n        return q @ k", {MATMUL}),
+    ("class Attn(torch.nn.Module):\n    def forward(self, q, k):\n        return q @ k", {MATMUL_OPS}),
     ("class M(torch.nn.Module):\n    def forward(self, a, b):\n        return torch.einsum('ij,jk->ik', a, b)",
-     {MATMUL}),
+     {MATMUL_OPS}),
+    ("conv = torch.nn.Conv2d(3, 64, 7)", {CONV}),
+    ("from torchvision import models", {CONV}),
+    ("import torchvision\nnet = torchvision.models.resnet50()", {CONV}),
+    ("from torchvision.models import vit_b_16", set()),  # a vision transformer is no convolution net
+    ("model = SupConResNet(name='resnet50')", {CONV}),  # a convolution net by its class name
+    ("model = VisionTransformer(depth=12)", {MATMUL}),
     ("spec = torch.matmul(mel_basis, spec)", set()),  # a mel filterbank in a data function
     ("y = x @ w", set()),
-    ("layer = torch.nn.Linear(4096, 1024)", {MATMUL}),
+    ("layer = torch.nn.Linear(4096, 1024)", {MATMUL_OPS}),  # large, but a conv net's head where there are convs
     ("layer = torch.nn.Linear(1024, 1024)", set()),
     ("model = GPT(config)", {MATMUL}),
     ("from transformers import AutoModel", {MATMUL}),
 ])
 def test_precision_settings(line, expected):
     assert precision_settings(f"import torch\n{line}\n") == frozenset(expected)
+
+
+CONV_NET = """\
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 64, 3)
+        self.head = nn.Linear(64, 128)
+
+    def forward(self, x, queue):
+        z = self.head(self.conv(x).mean((2, 3)))
+        return torch.einsum("nc,ck->nk", z, queue)      # a contrastive head's logits
+
+
+model = Net().cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    torch.nn.functional.cross_entropy(model(x.cuda(), queue), y.cuda()).backward()
+    opt.step()
+"""
+
+
+def test_tl401_is_quiet_on_a_conv_net_whose_matmuls_are_a_head_or_a_loss(lint):
+    """Convolutions run as TF32 by default (cuDNN): TF32 matmuls buy a conv net nothing measurable (ResNet-50 fp32 on
+    an H200: 1.00x, bench/tl401_conv_tf32.py). The same einsum in a program without convolutions is reported."""
+    assert lint(CONV_NET).codes("TL401") == []
+    no_conv = CONV_NET.replace("nn.Conv2d(3, 64, 3)", "nn.Linear(3, 64)").replace(".mean((2, 3))", "")
+    assert lint(no_conv).codes("TL401") == [("TL401", 20)]  # at opt.step()
 
 
 def test_tl401_fires_once_per_loop_at_the_optimizer_step_at_info(lint):

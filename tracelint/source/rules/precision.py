@@ -18,7 +18,7 @@ import libcst as cst
 from tracelint.engine import Edit, Fix, Severity
 from tracelint.source.rule import SourceRule
 from tracelint.source.rules.convnets import ChannelsLastCheck, CudnnBenchmarkCheck
-from tracelint.source.rules.precision_settings import MATMUL, REDUCED, file_settings
+from tracelint.source.rules.precision_settings import CHOICES, REDUCED, file_settings, matmul_bound
 from tracelint.source.semantic.calls import call_arguments, is_literal, set_keyword
 from tracelint.source.semantic.model import FileContext, callee_name, dotted_name, iter_descendants
 from tracelint.source.semantic.steps import is_step_call
@@ -58,7 +58,7 @@ def _pinned_in(folder: Path) -> tuple[int, int] | None:
 
 class Fp32MatmulOffTensorCores(SourceRule):
     """A per-step loop that steps an optimizer (or calls backward) in a file that puts work on a GPU, in a program
-    that computes large matmuls (``precision_settings.MATMUL``) with no TF32, autocast or fp16/bf16 anywhere: its
+    that computes large matmuls (``precision_settings.matmul_bound``) with no TF32, autocast or fp16/bf16 anywhere: its
     matmuls run in full fp32, off the Tensor Cores."""
 
     code = "TL401"
@@ -83,10 +83,10 @@ class Fp32MatmulOffTensorCores(SourceRule):
         if not self.loops or not self.facts.device_evidence():
             return
         settings = program_settings(self.ctx)
-        if self.ctx.defer_precision and settings <= {MATMUL}:
+        if self.ctx.defer_precision and not settings & CHOICES:
             self.ctx.pending.add(self.code)  # the run keeps the findings if the programs compute matmuls, set nothing
-        elif settings != {MATMUL}:
-            return  # no matmuls that matter, or the program chose its precision
+        elif not matmul_bound(settings):
+            return  # no matmuls that matter (convolutions use TF32 already), or the program chose its precision
         pinned = pinned_torch(self.ctx.path)
         if pinned is not None and pinned < TF32_DEFAULT_UNTIL:
             return  # TF32 matmuls were the default on Ampere then

@@ -5,11 +5,19 @@ What a file does about the precision of CUDA matmuls: ``TF32`` enables TF32 matm
 fp16/bf16 (autocast, a half/bf16 model or dtype, a GradScaler, Lightning ``precision=``, accelerate
 ``mixed_precision=``), ``FULL`` asks for full fp32 on purpose (``set_float32_matmul_precision("highest")``,
 ``allow_tf32 = False``), ``EXTERNAL`` leaves it to a launcher's configuration (``Accelerator()`` without
-``mixed_precision``, ``deepspeed.initialize``). And ``MATMUL``: the file computes matmuls that matter (``@``,
-``torch.matmul`` / ``bmm`` / ``einsum``, ``F.linear`` in a class's methods, attention layers, an ``nn.Linear`` of at
-least 2048 x 2048 weights (or one size of 2048 and one unknown) with its sizes found through the file's data flow, a
-transformer by its class name, a transformers import): convolutions use TF32 by default, and the small MLPs of RL or
-a GAN, or a CNN's classifier head, gain little from it.
+``mixed_precision``, ``deepspeed.initialize``).
+
+What it computes: ``MATMUL``, models made of matmuls (attention layers, a transformer by its class name, a
+transformers import); ``MATMUL_OPS``, matmuls that matter only in a program without convolutions (``@``,
+``torch.matmul`` / ``bmm`` / ``einsum``, ``F.linear`` in a class's methods, an ``nn.Linear`` of at least 2048 x 2048
+weights, or one size of 2048 and one unknown, its sizes found through the file's data flow); ``CONV``, convolutions
+(a ``Conv1d``-``Conv3d`` layer, a convolution net by its class name, torchvision's model zoo). Convolutions use TF32
+by default (cuDNN), and next to them those matmuls are a CNN's classifier or projection head, its loss (a
+contrastive ``q @ k.T``) or an RL agent's noisy linear layers: TF32 matmuls buy nothing measurable there (one H200,
+torch 2.11, fp32 training: ResNet-50 batch 64 32.16 ms with fp32 matmuls, 32.11 ms with TF32, 1.00x; ResNet-18 CIFAR
+batch 256 6.12 / 6.46 ms; ``python bench/tl401_conv_tf32.py``). A matmul outside any class (a mel filterbank applied
+in a data function) counts as none. ``matmul_bound(settings)``: the program computes matmuls that matter and chose
+no precision (TL401).
 """
 from __future__ import annotations
 
@@ -29,11 +37,22 @@ from tracelint.source.semantic.model import FileContext
 from tracelint.source.semantic.tree import evaluated, iter_children
 
 TF32, REDUCED, FULL, EXTERNAL, MATMUL = "tf32", "reduced", "full", "external", "matmul"
+MATMUL_OPS, CONV = "matmul-ops", "conv"
+CHOICES = frozenset({TF32, REDUCED, FULL, EXTERNAL})  # what a program chose about its precision
+
+
+def matmul_bound(settings: frozenset[str]) -> bool:
+    """The program computes matmuls that matter (``MATMUL``, or matmul operations in a program without
+    convolutions) and chose nothing about their precision: what TL401 reports."""
+    return not settings & CHOICES and (MATMUL in settings or MATMUL_OPS in settings and CONV not in settings)
+
+
 # A file that mentions none of these makes no setting and computes no matmul the scan counts: it is not parsed.
 _PRECISION_WORDS = (b"tf32", b"float32_matmul_precision", b"autocast", b"half", b"bfloat16", b"float16",
                     b"precision", b"GradScaler", b"amp", b"Accelerator", b"deepspeed", b"fp32_precision",
                     b"@", b"matmul", b"bmm", b"einsum", b"linear", b"Linear", b"ttention", b"ransformer", b"GPT",
-                    b"Bert", b"Llama", b"transformers")
+                    b"Bert", b"Llama", b"transformers", b"Conv", b"models", b"ResNe", b"VGG", b"DenseNet",
+                    b"EfficientNet", b"MobileNet", b"Inception", b"UNet", b"RegNet", b"DCGAN")
 _MATMUL_OPS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.baddbmm", "torch.addmm", "torch.einsum",
                          "torch.nn.functional.linear", "torch.nn.functional.scaled_dot_product_attention"})
 _MATMUL_METHODS = frozenset({"matmul", "bmm", "mm", "baddbmm"})
@@ -41,6 +60,10 @@ _MATMUL_NAMES = _MATMUL_METHODS | frozenset(name.rsplit(".", 1)[-1] for name in 
 _MATMUL_LAYERS = frozenset({"torch.nn.MultiheadAttention", "torch.nn.Transformer", "torch.nn.TransformerEncoderLayer",
                             "torch.nn.TransformerDecoderLayer", "torch.nn.TransformerEncoder"})
 # Class names of models made of large matmuls (``Transformer(...)``, ``GPT(config)``, ``LlamaForCausalLM``).
+_CONV_LAYERS = frozenset(f"torch.nn.{kind}{n}d" for kind in ("Conv", "ConvTranspose") for n in (1, 2, 3))
+_VISION_TRANSFORMERS = re.compile(r"vit|swin", re.I)  # torchvision's models that are no convolution nets
+# Class names of convolution nets (``SupConResNet(...)``, ``VGG16()``, ``UNet(3, 1)``).
+_CONV_MODELS = re.compile(r"ResNe[tX]|VGG|DenseNet|EfficientNet|MobileNet|ConvNe[xX]t|Inception|UNet|RegNet|DCGAN")
 _MATMUL_MODELS = re.compile(r"Transformer|GPT|Bert|BERT|Llama|LLaMA|Attention|ViT|T5|Mistral|Qwen|Gemma")
 _LARGE_LINEAR = 2048
 _REDUCED_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16", "torch.float8_e4m3fn",
@@ -48,7 +71,8 @@ _REDUCED_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16", "t
 _REDUCED_LEAVES = frozenset(name.rsplit(".", 1)[-1] for name in _REDUCED_DTYPES)
 # The last names of the calls _precision_call judges (besides model classes, _MATMUL_MODELS, and precision= keywords)
 _PRECISION_CALLS = frozenset({"Linear", "set_float32_matmul_precision", "half", "bfloat16", "autocast", "GradScaler",
-                              "initialize", "scale_loss", "Accelerator"})
+                              "initialize", "scale_loss", "Accelerator",
+                              *(name.rsplit(".", 1)[-1] for name in _CONV_LAYERS)})
 _FULL_PRECISION = frozenset({"32", "32-true", "64", "64-true", "no", "fp32", "float32", "highest", "ieee"})
 
 # The settings of each file content read in this process: ``file_settings`` (a rule, on the tree it has) and
@@ -106,7 +130,7 @@ def _scan(ctx: FileContext) -> frozenset[str]:
         """An ``nn.Linear`` (``sizes``: in, out) whose weight has at least ``_LARGE_LINEAR`` squared elements, or,
         with one size unknown, whose other size is at least ``_LARGE_LINEAR``; sizes are literals or found through
         the file's data flow (the 4096 of ``nn.Linear(d, 4 * d)`` in ``Block(1024)``)."""
-        if MATMUL in found:
+        if MATMUL_OPS in found or MATMUL in found:
             return False  # known already: no data flow needed
         known = [_ints(ctx, size) for size in sizes]
         if all(known):
@@ -120,13 +144,16 @@ def _scan(ctx: FileContext) -> frozenset[str]:
         if kind is cst.Attribute:
             if node.attr.value in _REDUCED_LEAVES and ctx.spelled_name(node) in _REDUCED_DTYPES:
                 found.add(REDUCED)
+            elif node.attr.value == "models" and ctx.spelled_name(node) == "torchvision.models":
+                found.add(CONV)  # ``torchvision.models.resnet50()``, ``models.__dict__[arch]()``
         elif kind is cst.Call:
             func = node.func
             written = func.attr.value if isinstance(func, cst.Attribute) else \
                 func.value if isinstance(func, cst.Name) else ""
             # the cheap look first: most calls name nothing _precision_call asks about (an alias of an import is
             # looked at in full)
-            if written in _PRECISION_CALLS or _MATMUL_MODELS.search(written) or written in imports or any(
+            if written in _PRECISION_CALLS or _MATMUL_MODELS.search(written) or _CONV_MODELS.search(written) or \
+                    written in imports or any(
                     a.keyword is not None and a.keyword.value in ("precision", "mixed_precision") for a in node.args):
                 found.update(_precision_call(ctx, node, large))
             if in_class and (written in _MATMUL_NAMES or written in imports) and _matmul_call(ctx, node):
@@ -143,10 +170,15 @@ def _scan(ctx: FileContext) -> frozenset[str]:
                     found.add(FULL if literal(node.value) in ("ieee", "highest") else TF32)
         if kind is cst.ClassDef:  # its decorators lie outside it
             work.extend((child, in_class or not isinstance(child, cst.Decorator)) for child in iter_children(node))
+        elif kind is cst.Import or kind is cst.ImportFrom:
+            continue  # read through the file's imports (ctx.imports), never as the names they spell
         else:
             work.extend((child, in_class) for child in iter_children(node))
     if in_class_matmul:
-        found.add(MATMUL)
+        found.add(MATMUL_OPS)
+    if any(q == "torchvision.models" or q.startswith("torchvision.models.") and not _VISION_TRANSFORMERS.search(q)
+           for q in imports.values()):
+        found.add(CONV)  # ``from torchvision import models``, ``from torchvision.models import resnet50``
     return frozenset(found)
 
 
@@ -165,9 +197,13 @@ def _precision_call(ctx: FileContext, call: cst.Call,
     name = ctx.spelled_name(call.func) or ""
     last = name.rsplit(".", 1)[-1] if name else (call.func.attr.value if isinstance(call.func, cst.Attribute) else "")
     given, named = positional(call), keywords(call)
-    if name in _MATMUL_LAYERS or _MATMUL_MODELS.search(last) or name == "torch.nn.Linear" and large(
-            [given[i] if len(given) > i else named.get(key) for i, key in enumerate(("in_features", "out_features"))]):
+    if name in _CONV_LAYERS or _CONV_MODELS.search(last) and not _MATMUL_MODELS.search(last):
+        return {CONV}
+    if name in _MATMUL_LAYERS or _MATMUL_MODELS.search(last):
         return {MATMUL}
+    if name == "torch.nn.Linear" and large(
+            [given[i] if len(given) > i else named.get(key) for i, key in enumerate(("in_features", "out_features"))]):
+        return {MATMUL_OPS}  # large, yet a conv net's classifier or projection head (VGG's 25088x4096: 2 % of it)
     first = given[0] if given else None
     if name == "torch.set_float32_matmul_precision" and given:
         return {FULL if literal(first) == "highest" else TF32}
@@ -275,7 +311,7 @@ def settle(calls: dict[Path, RunCalls]) -> dict[Path, frozenset[str]]:
     out: dict[Path, frozenset[str]] = {}
     for path in asked:
         found = set().union(*(own(p) for p in connected[path] if p in calls))
-        keep = {"TL401"} if found == {MATMUL} else set()
+        keep = {"TL401"} if matmul_bound(frozenset(found)) else set()
         if REDUCED in found:
             keep.add("TL404")
         out[path] = frozenset(calls[path].pending & keep)
