@@ -311,12 +311,13 @@ def test_tl606_near_misses(lint, change):
     assert lint(source).codes("TL606") == []
 
 
-@pytest.mark.xfail(strict=True, reason="TL606 takes any mention of no_sync in the file for the fix: ctx.mentions "
-                                        "searches the text, comments and docstrings included (fixtures/scenarios/"
-                                        "ddp_accum.py's docstring avoids the word for this reason)")
 def test_tl606_a_comment_that_names_no_sync_is_no_fix(lint):
     source = DDP_ACCUM.replace("loss.backward()", "loss.backward()  # TODO: model.no_sync() before the last micro-step")
     assert lint(source).codes("TL606") == [("TL606", 8)]
+    numpy = DDP_ACCUM.replace("loss.backward()", "loss.backward()\n    seen = np.add.accumulate(counts)")
+    assert lint("import numpy as np\n" + numpy).codes("TL606") == [("TL606", 9)]
+    attribute = DDP_ACCUM.replace("loss.backward()", "model.require_backward_grad_sync = False\n    loss.backward()")
+    assert lint(attribute).codes("TL606") == []
 
 
 def test_tl606_fsdp2_names_its_switch(lint):

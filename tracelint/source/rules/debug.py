@@ -174,7 +174,8 @@ class SyncDebugMode(SourceRule):
         self.report(node, f"`torch.cuda.set_sync_debug_mode({self.ctx.code_for(mode)})` checks every call that may "
                           "synchronize the host with the GPU and warns (with a Python stack) or raises there: a "
                           "debugging aid for finding syncs. Remove it once they are found; the syncs themselves are "
-                          "TL1xx's findings (its own cost is not measured by the project)")
+                          "TL1xx's findings (its own cost is small: an MLP with one `.item()` per step took "
+                          "3.14 ms per step with it and 3.14 ms without, one H200)")
 
 
 # Profilers that record every op while they are on, and the keyword that bounds the recording to a few steps.
@@ -230,7 +231,8 @@ class ProfilerLeftOn(SourceRule):
                           "with `torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, "
                           "active=3), ...)` and `prof.step()`, or leave it off: the project's GPT-2-small step "
                           "(H200) took 28.4 ms unprofiled and 42 ms under a profiler with stacks, shapes and "
-                          "memory (114 ms against 25.2 ms compiled)")
+                          "memory (114 ms against 25.2 ms compiled); an MLP's step 4.87 ms profiled every step, "
+                          "3.53 ms with a schedule (1.38x)")
 
 
 class GradcheckInTrainingStep(SourceRule):
@@ -251,7 +253,8 @@ class GradcheckInTrainingStep(SourceRule):
         self.report(node, f"`{short}()` in {loop.description} checks the gradients by finite differences every "
                           "step: it runs the function twice per input element (and its backward per output "
                           "element), in double precision. It is a test, not a training step: run it once, in a "
-                          "test (its cost grows with the inputs' size; not measured by the project)")
+                          "test (its cost grows with the inputs' size: a gradcheck of a 4x8 float64 probe made "
+                          "the project's MLP step 31.6 ms against 3.25 ms once at start, 9.7x, one H200)")
 
 
 class DeterministicAlgorithms(SourceRule):
@@ -269,4 +272,5 @@ class DeterministicAlgorithms(SourceRule):
         self.report(node, "`torch.use_deterministic_algorithms(True)` makes PyTorch and cuDNN pick deterministic "
                           "implementations only: cuDNN's fastest convolution algorithms are excluded and ops such "
                           f"as `index_add_`/`scatter_add_` on CUDA take slower paths{also}. Keep it for runs that "
-                          "must reproduce bit for bit; its cost depends on the model (not measured by the project)")
+                          "must reproduce bit for bit; its cost depends on the model (ResNet-18 in fp32: 14.0 "
+                          "against 12.7 ms per step, 1.11x, one H200)")

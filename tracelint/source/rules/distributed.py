@@ -20,7 +20,9 @@ FSDP2 = frozenset({"torch.distributed.fsdp.fully_shard", "torch.distributed._com
                    "torch.distributed._composable.fsdp.fully_shard.fully_shard"})
 # What turns a wrapper's gradient reduction off for a micro-step (DDP's and FSDP1's no_sync(), DDP's attribute, FSDP2's
 # switch) or leaves it to a library that does so (accelerate's accumulate(), Lightning's strategies).
-_SKIPS_REDUCTION = ("no_sync", "require_backward_grad_sync", "set_requires_gradient_sync", "accumulate(")
+# Read in the code (calls and attributes), never in comments or docstrings; ``accumulate`` is no numpy or itertools one.
+_SKIPS_REDUCTION = frozenset({"no_sync", "require_backward_grad_sync", "set_requires_gradient_sync", "accumulate"})
+_NOT_A_SKIP = ("numpy.", "itertools.", "builtins.")
 _OPTIMIZER_WORDS = frozenset({"opt", "optim", "optimizer", "optimizers", "scaler", "solver"})
 
 
@@ -52,12 +54,19 @@ class GradientAccumulationWithoutNoSync(SourceRule):
         super().__init__(ctx)
         self.wrapper: str | None = None
         self.backwards: list[cst.Call] = []
+        self.skips = False  # the file turns the reduction off somewhere (``_SKIPS_REDUCTION``)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value in _SKIPS_REDUCTION and not (self.ctx.spelled_name(node) or "").startswith(_NOT_A_SKIP):
+            self.skips = True  # ``model.no_sync()``, ``model.require_backward_grad_sync = False``
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "backward":
             self.backwards.append(node)
             return
+        if isinstance(func, cst.Name) and func.value in _SKIPS_REDUCTION:
+            self.skips = True  # ``no_sync(model)``-style helpers imported by name
         name = self.ctx.qualified_name(func)
         if name in DDP:
             self.wrapper = self.wrapper or "DDP"
@@ -67,7 +76,7 @@ class GradientAccumulationWithoutNoSync(SourceRule):
             self.wrapper = "FSDP2"
 
     def finish(self) -> None:
-        if self.wrapper is None or any(self.ctx.mentions(word) for word in _SKIPS_REDUCTION):
+        if self.wrapper is None or self.skips:
             return
         for call in self.backwards:
             how = self._accumulates(call)
