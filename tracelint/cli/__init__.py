@@ -133,6 +133,10 @@ _SOURCE = (
     click.option("--add-noqa", is_flag=True,
                  help="Add `# noqa: TLxxx` to each flagged line (merged into an existing noqa; notebooks too), "
                       "writing the files atomically, and exit 0."),
+    click.option("--cache-dir", default=None, metavar="DIR", envvar="TRACELINT_CACHE_DIR",
+                 help="Where to keep the results of unchanged files between runs [default: .tracelint_cache at the "
+                      "project root]."),
+    click.option("--no-cache", is_flag=True, envvar="TRACELINT_NO_CACHE", help="Read and write no cache."),
 )
 _PATHS = click.argument("paths", nargs=-1, type=click.Path(allow_dash=True), required=True)
 
@@ -188,7 +192,7 @@ def threshold_options(items: tuple[str, ...]) -> dict[str, float]:
 def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path, output, exclude=(), quiet=False,
          statistics=False, show_source=False, thresholds=(), verbose=False, fix=False, unsafe_fixes=False,
          show_diff=False, stdin_filename=None, watch=False, annotate=None, jobs=None, dask_scheduler=None,
-         baseline_path=None, write_baseline=None, add_noqa=False) -> None:
+         baseline_path=None, write_baseline=None, add_noqa=False, cache_dir=None, no_cache=False) -> None:
     try:
         base = base_config(config_path if config_path or not stdin_filename else None,
                             near=Path(stdin_filename).parent if stdin_filename else None)
@@ -211,11 +215,13 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
     # The config's baseline is not applied to code from stdin (an editor shows every finding of the buffer).
     used = baseline_path or (config.baseline if not (write_baseline or "-" in paths) else None)
     baseline = _read_baseline(Path(used)) if used else None
+    cache = _cache_folder(mode, paths, cache_dir, no_cache)
 
     def once() -> RunResult:
-        def configure(cfg: Config | None) -> Config:  # each file's config, with the run's options and baseline
+        def configure(cfg: Config | None) -> Config:  # each file's config, with the run's options, baseline, cache
             chosen = _overrides(base if explicit or cfg is None else cfg, **overrides)
-            return replace(chosen, baseline=baseline.path if baseline is not None else None)  # --fix leaves its own
+            # --fix leaves the baseline's findings alone
+            return replace(chosen, baseline=baseline.path if baseline is not None else None, cache_dir=cache)
         try:
             if "-" in paths:
                 return _stdin_run(mode, stdin_filename or "stdin.py", fixing, unsafe_fixes, configure, config, fmt,
@@ -263,6 +269,18 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
     if show_diff:
         sys.exit(result.exit_code() if result.errors else EXIT_FINDINGS if result.diffs_of_fixes else EXIT_CLEAN)
     sys.exit(result.exit_code(config.fail_on, exit_zero))
+
+
+def _cache_folder(mode: str, paths, cache_dir: str | None, no_cache: bool) -> Path | None:
+    """The source half's cache folder for this run (None: none). Code from stdin is linted in a fresh temporary
+    folder each time: nothing to find again there."""
+    if mode == "trace" or no_cache or "-" in paths:
+        return None
+    if cache_dir:
+        return Path(cache_dir)
+    from tracelint.source.cache import default_folder
+
+    return default_folder()
 
 
 def _check_adoption_options(paths, baseline_path, write_baseline, add_noqa, fixing, watch) -> None:

@@ -49,8 +49,8 @@ from tracelint.engine.thresholds import unknown_key_message
 
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "env", ".env", "__pycache__", "build", "dist",
-    "site-packages", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints",
-    ".eggs", "*.egg-info",
+    "site-packages", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tracelint_cache",
+    ".ipynb_checkpoints", ".eggs", "*.egg-info",
 )
 
 
@@ -94,6 +94,8 @@ class Config:
     # files the CLI sets the one the run applies (or None): --fix leaves the findings it holds alone
     diff_noise_floor_pct: float | None = None  # None: DEFAULT_NOISE_FLOOR_PCT of the gate's measure
     diff_fail_on_new_findings: bool = True  # a new finding at fail-on or above fails the diff's gate
+    cache_dir: Path | None = None  # the source half's on-disk cache (tracelint.source.cache) for a run's files, as
+    # the CLI sets it (.tracelint_cache at the project root, --cache-dir, --no-cache); None: no cache
 
     def __post_init__(self) -> None:
         # Codes are case-insensitive however the Config was made (pyproject, command line or code).

@@ -73,15 +73,15 @@ def _walk(directory: Path, config_for: Callable[[Path], Config]) -> Iterator[Pat
             yield path
 
 
-def _lint_job(job: tuple[Path, Config, bool, bool, dict | None]) -> tuple[list, object]:
+def _lint_job(job: tuple) -> tuple[list, object]:
     """One file of a run: its results, and (when ``entries`` is not None: a run of several files) what it tells
     the other files about its per-step calls (runcalls.RunCalls)."""
     from tracelint.source.lint import _Run, lint_in_run
 
-    path, config, fix, unsafe, part = job
+    path, config, fix, unsafe, part, cache = job
     # (entries, on_device, graph_collates, precision, pinned, stepping, alone, factories, parameters, calls_only)
     run = _Run(*part) if part is not None else None
-    return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe, run=run)
+    return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe, run=run, cache=cache)
 
 
 def lint_paths(
@@ -119,13 +119,14 @@ def lint_paths(
                                       frozenset(), False, {}, {}, False) for path, _ in files]
     else:  # one file: judged on its own as before; what it calls every step is followed into the project
         parts = [_ALONE] * len(files)
-    jobs = [(path, config, fix, unsafe_fixes, part) for (path, config), part in zip(files, parts, strict=True)]
+    cache = _cache(files) if not fix else None
+    jobs = [(path, config, fix, unsafe_fixes, part, cache) for (path, config), part in zip(files, parts, strict=True)]
     results = list(_run_jobs(jobs, progress))
     if progress and jobs:
         print(file=sys.stderr)
     hidden: dict[Path, set[tuple]] = {}
     if len(files) > 1 or any(told is not None and told.hot_calls for _, told in results):
-        hidden = _follow_calls(jobs, results, config_for)
+        hidden = _follow_calls(jobs, results, config_for, cache)
         if len(files) > 1 and not fix:
             _settle_precision(jobs, results)
     for job, (items, _) in zip(jobs, results, strict=True):
@@ -139,6 +140,17 @@ def lint_paths(
 # own precision settings (lint._Run).
 _ALONE = ({}, False, frozenset(), None, {}, frozenset(), True, {}, {}, False)
 REACH_SECONDS = 10.0  # project files are looked for and read for this long per run at most (project.reached)
+
+
+def _cache(files: list[tuple[Path, Config]]):
+    """The run's on-disk cache (cache.Cache; None: none), where the files' config puts it (Config.cache_dir: the
+    CLI sets one folder for every file of a run)."""
+    folder = next((config.cache_dir for _, config in files if config.cache_dir is not None), None)
+    if folder is None:
+        return None
+    from tracelint.source.cache import Cache
+
+    return Cache(folder)
 
 
 def _key(finding: Finding) -> tuple:
@@ -170,13 +182,14 @@ def _run_jobs(jobs: list, progress: bool = False) -> Iterator[tuple[list, object
 
 
 def _follow_calls(jobs: list, results: list[tuple[list, object]],
-                  config_for: Callable[[Path], Config]) -> dict[Path, set[tuple]]:
+                  config_for: Callable[[Path], Config], cache=None) -> dict[Path, set[tuple]]:
     """Analyse again, with their entry points, the files whose functions other files of the run call every step
     (runcalls.resolve), and add the findings that brings to their results (in place, before their FileChecked).
     The rounds that settle who calls what are made of calls-only analyses (no rule runs: lint._Run.calls_only);
     each file whose part changed is then analysed once with its rules. Project files the run did not name that those
     calls lead to (project.reached) are added to ``jobs`` and ``results``; the keys of the findings they have on
     their own are returned ({path: keys}): not reported."""
+    from tracelint.source.lint import callers_of
     from tracelint.source.project import ProjectIndex, factories, parameter_modules, reached
     from tracelint.source.runcalls import MAX_ROUNDS, RunCalls, pinned_parameters, resolve, stepping_calls
 
@@ -186,11 +199,11 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
     on_device: set[Path] = set()
     hidden: dict[Path, set[tuple]] = {}
     deadline = time.monotonic() + REACH_SECONDS
-    project = ProjectIndex()
+    project = ProjectIndex(callers_of, cache)
     for _ in range(MAX_ROUNDS):
         found = sorted(reached(calls)) if time.monotonic() < deadline else []
         if found:
-            more = [(_display(path), config_for(path), False, False, _ALONE) for path in found]
+            more = [(_display(path), config_for(path), False, False, _ALONE, cache) for path in found]
             for job, result in zip(more, _run_jobs(more), strict=True):
                 index[job[0]] = len(jobs)
                 jobs.append(job)
@@ -214,13 +227,14 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
                 wanted[path] = part
         if not wanted:
             break
-        again = [(path, jobs[index[path]][1], False, False, part) for path, part in wanted.items()]
+        again = [(path, jobs[index[path]][1], False, False, part, cache) for path, part in wanted.items()]
         for job, (_items, told) in zip(again, _run_jobs(again), strict=True):
             settled[job[0]] = job[4]
             if told is not None:
                 old = calls[job[0]]
                 calls[job[0]] = replace(told, pending=told.pending | old.pending)
-    final = [(path, jobs[index[path]][1], False, False, (*part[:-1], False)) for path, part in settled.items()]
+    final = [(path, jobs[index[path]][1], False, False, (*part[:-1], False), cache)
+             for path, part in settled.items()]
     for job, (items, told) in zip(final, _run_jobs(final), strict=True):
         path = job[0]
         old_items = results[index[path]][0]

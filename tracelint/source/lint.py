@@ -35,9 +35,12 @@ from typing import TYPE_CHECKING, TypeVar
 from tracelint.engine import Config, FileChecked, Finding, InputError, discover
 from tracelint.engine.catalog import catalog
 from tracelint.engine.suppress import is_suppressed
+from tracelint.source.cache import Cache, content_digest
+from tracelint.source.cache import key as cache_key
 from tracelint.source.document import DocumentError, NotebookDocument, PythonDocument, read_document
 from tracelint.source.fix import NotWritten, choose_fixes, write_atomic
 from tracelint.source.limits import calm, hazard
+from tracelint.source.project import pinned_torch
 from tracelint.source.runcalls import Entry, RunCalls, import_targets
 from tracelint.source.screen import (
     PROJECT_CALL,
@@ -70,9 +73,10 @@ def source_rules() -> tuple[type[SourceRule], ...]:
 
 
 class ParseError(Exception):
-    def __init__(self, message: str, line: int | None) -> None:
+    def __init__(self, message: str, line: int | None, lasting: bool = True) -> None:
         super().__init__(message)
-        self.message, self.line = message, line
+        # ``lasting``: the same text always gives it (not so running out of memory): the result may be cached
+        self.message, self.line, self.lasting = message, line, lasting
 
 
 class _TimeUp(BaseException):
@@ -120,11 +124,26 @@ def parse(text: str) -> cst.Module:
     except RecursionError:
         raise ParseError("expression nested too deeply to parse", None) from None
     except MemoryError:
-        raise ParseError("out of memory while parsing: not analysed", None) from None
+        raise ParseError("out of memory while parsing: not analysed", None, lasting=False) from None
     except (KeyboardInterrupt, SystemExit, _TimeUp):
         raise
     except BaseException as exc:  # noqa: BLE001 - a panic in the native parser is a BaseException (pyo3)
         raise ParseError(f"the parser (libcst) failed: {type(exc).__name__}: {_one_line(exc)}", None) from None
+
+
+def callers_of(path: Path, data: bytes):
+    """The call index (callers.Callers) of a project file a factory call leads to (project.ProjectIndex): parsed by
+    ``parse`` (the run's tree, if it analysed the file already), no rule run; None when it is not UTF-8 or does not
+    parse."""
+    from tracelint.source.semantic.model import FileContext
+    from tracelint.source.semantic.steps import facts
+
+    try:
+        text = data.decode("utf-8")
+        module = parse(text)
+    except (UnicodeDecodeError, ParseError):
+        return None
+    return facts(FileContext(str(path.resolve()), text, module)).callers
 
 
 def _one_line(exc: BaseException) -> str:
@@ -249,6 +268,7 @@ class _Outcome:
     exposed: int = 0
     exposed_fixed: int = 0
     calls: RunCalls | None = None
+    lasting: bool = True  # the same input gives the same outcome (lint_in_run caches it)
 
 
 def lint_file(path: Path, config: Config, *, fix: bool | str = False, unsafe_fixes: bool = False,
@@ -258,24 +278,54 @@ def lint_file(path: Path, config: Config, *, fix: bool | str = False, unsafe_fix
 
 
 def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_fixes: bool = False,
-                display: str | None = None, run: _Run | None = None,
+                display: str | None = None, run: _Run | None = None, cache: Cache | None = None,
                 ) -> tuple[list[Finding | InputError | FileChecked], RunCalls | None]:
     """``lint_file``, as one file of a run of several (``run``: see ``_check``): the results, and what the file
-    tells the others of the run (None when it was not analysed)."""
+    tells the others of the run (None when it was not analysed). With ``cache``, a run without fixes takes them from
+    there when the file's text, the config and the run's part are those of an earlier run (``_entry``), and stores
+    them there otherwise."""
     display = display or str(path)
     started = time.monotonic()  # the time limit counts reading and screening too
     try:
         doc = read_document(path)
     except DocumentError as exc:
         return [InputError(display, exc.message, exc.line)], None
+    entry = _entry(doc, config, display, run) if cache is not None and not fix else None
+    if entry is not None:
+        known = cache.get(entry)
+        if isinstance(known, tuple) and len(known) == 2:
+            return known
+    items, calls, lasting = _lint_document(doc, config, fix, unsafe_fixes, display, run, started)
+    if entry is not None and lasting:
+        cache.put(entry, (items, calls))
+    return items, calls
+
+
+def _entry(doc: PythonDocument | NotebookDocument, config: Config, display: str, run: _Run | None) -> str:
+    """The cache key of ``doc``'s results: everything they depend on besides tracelint's own code (cache.Cache
+    keeps one folder per build): the text as analysed (a notebook's cells and where they start), the path the
+    findings name and where the file is, its config, its part in the run (``run``: entry points, device, loaders
+    and factories from the other files) and the torch version its project pins (TL401)."""
+    text = doc.text.encode("utf-8", "surrogatepass")
+    cells = (doc.cell_lines, doc.sources) if isinstance(doc, NotebookDocument) else None
+    where = doc.path.resolve()
+    return cache_key("lint", str(where), display, content_digest(text), cells, replace(config, cache_dir=None), run,
+                     pinned_torch(where))
+
+
+def _lint_document(doc: PythonDocument | NotebookDocument, config: Config, fix: bool | str, unsafe_fixes: bool,
+                   display: str, run: _Run | None, started: float,
+                   ) -> tuple[list[Finding | InputError | FileChecked], RunCalls | None, bool]:
+    """``lint_in_run`` on a document read; the third value says whether the same input always gives the same
+    results (not when the time limit cut the analysis short or something failed: those are not cached)."""
     # Files that never mention torch cannot hold a torch anti-pattern: skip before the screen and libcst, once
     # Python's parser has taken them (a file that does not parse is an error on every path: issue #34).
     if "torch" not in doc.text and parses(doc.text):
-        return [FileChecked(display)], None
+        return [FileChecked(display)], None, True
     look = _examine(doc.text)
     if look.too_complex:
         return [InputError(display, "nested too deeply for Python's own parser: not analysed"),
-                FileChecked(display)], None
+                FileChecked(display)], None, True
     # Nor can a file without a site any enabled rule reports on (screen.py; the catalog says which rules are source
     # rules and their sites): then neither libcst nor the rules are imported, which is most of a one-file run.
     def wanted(code: str) -> bool:
@@ -288,7 +338,7 @@ def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_f
     codes = (code for code, rule_doc in catalog().items() if "source" in rule_doc.implemented_by)
     if found is not None and not any(may_report(code, found) for code in codes if wanted(code)):
         if run is None or PROJECT_CALL not in found:
-            return [FileChecked(display)], (_told(RunCalls(look.defines), doc) if run is not None else None)
+            return [FileChecked(display)], (_told(RunCalls(look.defines), doc) if run is not None else None), True
     rules = [cls for cls in source_rules() if wanted(cls.code)]  # imports libcst and the rules: before any timer
     limit = config.file_time_limit
 
@@ -306,9 +356,9 @@ def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_f
             outcome = _in_child(analyse, left)
     except _TimeUp:
         message = f"took longer than {limit:g} s (the per-file time limit, `file-time-limit`): not analysed"
-        return [InputError(display, message), FileChecked(display)], None
+        return [InputError(display, message), FileChecked(display)], None, False
     except _Crashed as exc:
-        return [InputError(display, f"{exc}: not analysed"), FileChecked(display)], None
+        return [InputError(display, f"{exc}: not analysed"), FileChecked(display)], None, False
     done = FileChecked(display, fixed=outcome.fixed, resolved=outcome.resolved, exposed=outcome.exposed,
                        exposed_fixed=outcome.exposed_fixed)
     if outcome.write is not None and fix == "diff":
@@ -317,14 +367,15 @@ def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_f
         try:
             write_atomic(doc.path, outcome.write, doc)
         except NotWritten as exc:
-            return [*outcome.before, InputError(display, str(exc)), FileChecked(display)], outcome.calls
+            return [*outcome.before, InputError(display, str(exc)), FileChecked(display)], outcome.calls, False
         except (OSError, ValueError, RecursionError) as exc:
             error = InputError(display, f"cannot write the fixed file: {_one_line(exc)}")
-            return [*outcome.before, error, FileChecked(display)], outcome.calls
+            return [*outcome.before, error, FileChecked(display)], outcome.calls, False
     calls = outcome.calls
     if calls is not None and look.sites is not None and not look.sites & SYNC_KINDS:
         calls = replace(calls, sync_sites=False)
-    return [*outcome.findings, *outcome.errors, done], _told(calls, doc) if calls is not None else None
+    return ([*outcome.findings, *outcome.errors, done], _told(calls, doc) if calls is not None else None,
+            outcome.lasting)
 
 
 def _told(calls: RunCalls, doc) -> RunCalls:
@@ -367,9 +418,9 @@ def _analyse(doc, display: str, rules, config: Config, found, fix: bool, unsafe:
         return outcome
     except ParseError as exc:
         prefix, line = _error_line(doc, exc.line)
-        return _Outcome(errors=[InputError(display, prefix + exc.message, line)])
+        return _Outcome(errors=[InputError(display, prefix + exc.message, line)], lasting=exc.lasting)
     except Exception as exc:  # a rule bug must not stop the other files
-        return _Outcome(errors=[InputError(display, _failure(exc))])
+        return _Outcome(errors=[InputError(display, _failure(exc))], lasting=False)
 
 
 def _failure(exc: BaseException) -> str:

@@ -13,13 +13,17 @@ call leads there.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+import re
+from collections.abc import Callable
+from functools import lru_cache, partial
 from pathlib import Path
 
 from tracelint.source.runcalls import RunCalls, _candidates, _Module, _parts
 
 _MARKERS = ("pyproject.toml", ".git")
 _INSTALLED = frozenset({"site-packages", "dist-packages"})
+_PIN = re.compile(r"""^\s*["']?torch\s*(?:\[[^\]]*\])?\s*==\s*(\d+)\.(\d+)""", re.M)
+_PROJECT_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml")
 
 
 @lru_cache(maxsize=1024)
@@ -29,6 +33,29 @@ def project_root(folder: Path) -> Path | None:
         if any((candidate / marker).exists() for marker in _MARKERS):
             return candidate
     return None
+
+
+def pinned_torch(path: str | Path) -> tuple[int, int] | None:
+    """The torch version a project pins (``torch==1.10.0`` in the requirements.txt, pyproject.toml, setup.py,
+    setup.cfg or environment.yml nearest above ``path``), as (major, minor); None when none is pinned. TL401 reads
+    it (rules/precision.py keeps a copy of this function until it imports this one); the cache keys a file's
+    results by it."""
+    return _pinned_in(Path(path).resolve().parent)
+
+
+@lru_cache(maxsize=256)
+def _pinned_in(folder: Path) -> tuple[int, int] | None:
+    for name in _PROJECT_FILES:
+        try:
+            text = (folder / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        match = _PIN.search(text)
+        if match:
+            return int(match.group(1)), int(match.group(2))
+    if any((folder / root).exists() for root in (".git", "pyproject.toml", "setup.py")):
+        return None  # the project's root: look no higher
+    return _pinned_in(folder.parent) if folder.parent != folder else None
 
 
 def _module_file(base: Path, parts: tuple[str, ...]) -> Path | None:
@@ -88,11 +115,19 @@ MAX_FACTORY_DEPTH = 4  # factories followed through factories (build_model -> bu
 
 
 class ProjectIndex:
-    """Each file's model (the parsed module and its call index), made when a factory leads there and cached by the
-    file's content: the run asks what a function returns (``returns``) without analysing the file."""
+    """Each file's model (its call index, made by ``model``: lint.callers_of), made when a factory leads there and
+    kept by the file's content: the run asks what a function returns without analysing the file. With a
+    ``cache.Cache``, what a factory returns is kept on disk with the files and module lookups it read
+    (``remembered``): a run whose project has not changed there neither parses those files nor imports libcst."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: Callable[[Path, bytes], object], cache=None) -> None:
+        self._model = model  # the file at a path with these bytes -> its callers.Callers (None: not parsed)
         self._models: dict[tuple[Path, bytes], object] = {}
+        self._cache = cache
+        # while ``remembered`` computes: the files read {path: content digest, None: unreadable} and the lookups
+        # made {(target, caller): locate's answer}
+        self._read: dict[str, str | None] | None = None
+        self._located: dict[tuple[str, str], tuple[str, str] | None] | None = None
 
     def callers(self, path: Path):
         """The ``callers.Callers`` of the file at ``path`` (None: unreadable or not parsed)."""
@@ -101,24 +136,72 @@ class ProjectIndex:
         try:
             data = path.read_bytes()
         except OSError:
+            data = None
+        if self._read is not None:
+            self._read[str(path.resolve())] = _digest(data)
+        if data is None:
             return None
         key = (path.resolve(), hashlib.blake2b(data, digest_size=16).digest())
         if key not in self._models:
-            self._models[key] = self._parse(path, data)
+            self._models[key] = self._model(path, data)
         return self._models[key]
 
-    @staticmethod
-    def _parse(path: Path, data: bytes):
-        from tracelint.source.lint import ParseError, parse
-        from tracelint.source.semantic.model import FileContext
-        from tracelint.source.semantic.steps import facts
+    def locate(self, target: str, caller: Path) -> tuple[Path, str] | None:
+        """``locate``, noted while ``remembered`` computes."""
+        place = locate(target, caller)
+        if self._located is not None:
+            self._located[(target, str(caller))] = None if place is None else (str(place[0]), place[1])
+        return place
 
+    def digest(self, value) -> str:
+        """A short stand-in for ``value`` in the parts of ``remembered`` (none needed without a cache)."""
+        if self._cache is None:
+            return ""
+        from tracelint.source.cache import key
+
+        return key(value)
+
+    def remembered(self, parts: tuple, compute):
+        """``compute()``, or what it gave in an earlier run under the same ``parts`` when every file it read has the
+        same content and every module it looked for is found where it was (without a cache: ``compute()``)."""
+        if self._cache is None or self._read is not None:
+            return compute()
+        from tracelint.source.cache import key
+
+        digest = key("project", *parts)
+        known = self._cache.get(digest)
+        if isinstance(known, tuple) and len(known) == 3 and _unchanged(known[1], known[2]):
+            return known[0]
+        self._read, self._located = {}, {}
         try:
-            text = data.decode("utf-8")
-            module = parse(text)  # the run's own parse of the file, if it analysed it already
-        except (UnicodeDecodeError, ParseError):
-            return None
-        return facts(FileContext(str(path.resolve()), text, module)).callers
+            value = compute()
+            read, located = self._read, self._located
+        finally:
+            self._read = self._located = None
+        self._cache.put(digest, (value, read, located))
+        return value
+
+
+def _digest(data: bytes | None) -> str | None:
+    from tracelint.source.cache import content_digest
+
+    return None if data is None else content_digest(data)
+
+
+def _unchanged(read: dict, located: dict) -> bool:
+    """The files hold what they held and the lookups find what they found (ProjectIndex.remembered)."""
+    for path, digest in read.items():
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            data = None
+        if _digest(data) != digest:
+            return False
+    for (target, caller), place in located.items():
+        now = locate(target, Path(caller))
+        if (None if now is None else (str(now[0]), now[1])) != place:
+            return False
+    return True
 
 
 def _classes(callers, fn, element: int | None, path: Path, modules: list[_Module], index: ProjectIndex,
@@ -142,18 +225,18 @@ def _classes(callers, fn, element: int | None, path: Path, modules: list[_Module
         if local:
             classes.add(f"@{path.resolve()}:{built.value}")
         elif name is not None:
-            classes.update(_as_class(name, here, modules))
+            classes.update(_as_class(name, here, modules, index))
     for target, inner in modules_of.made:  # a factory returning another factory's result
         classes.update(factory_classes(target, inner, here, modules, index, depth + 1))
     return classes
 
 
-def _as_class(name: str, caller: _Module, modules: list[_Module]) -> set[str]:
+def _as_class(name: str, caller: _Module, modules: list[_Module], index: ProjectIndex | None = None) -> set[str]:
     """``name`` (qualified as ``caller`` imports it) as "@path:C" when a file of the run defines class C with a
     ``forward``; else a file of the project (project.locate) that defines it."""
     for module, member in _candidates(f"{name}.forward", caller, modules):
         return {f"@{module.path.resolve()}:{member.rsplit('.', 1)[0]}"}
-    place = locate(f"{name}.forward", caller.path)
+    place = (index.locate if index is not None else locate)(f"{name}.forward", caller.path)
     return {f"@{place[0].resolve()}:{place[1].rsplit('.', 1)[0]}"} if place is not None else set()
 
 
@@ -179,7 +262,7 @@ def factory_classes(target: str, element: int | None, caller: _Module, modules: 
     else:
         places = list(_candidates(target, caller, modules, loose=False))
         if not places:
-            place = locate(target, caller.path)
+            place = index.locate(target, caller.path)
             if place is not None:
                 places = [(_Module(place[0], _parts(place[0])), place[1])]
     classes: set[str] = set()
@@ -198,9 +281,14 @@ def factories(calls: dict[Path, RunCalls], index: ProjectIndex) -> dict[Path, di
     return."""
     modules = [_Module(path, _parts(path), told) for path, told in calls.items()]
     found: dict[Path, dict] = {}
+    run = None  # what factory_classes reads of the run's files: their paths and what they define
     for caller in modules:
         for target, element in caller.calls.made:
-            classes = factory_classes(target, element, caller, modules, index)
+            if run is None:
+                run = index.digest({str(m.path.resolve()): m.calls.defines for m in modules})
+            classes = index.remembered(
+                ("factory", target, element, str(caller.path.resolve()), run),
+                partial(factory_classes, target, element, caller, modules, index))
             if classes:
                 found.setdefault(caller.path, {})[(target, element)] = tuple(sorted(classes))
     return found
