@@ -458,3 +458,68 @@ def test_a_function_of_the_same_name_elsewhere_says_nothing(tmp_path):
     text = RETURNS.replace("total, fg_mask, order = self.assign(x)", "total, fg_mask, order = self.other.assign(x)")
     paths = write(tmp_path, {"head.py": text})
     assert sites(paths.values(), tmp_path) == []
+
+
+SUBMODULE_METHOD = """\
+    import torch
+    import torch.nn as nn
+
+    class Grid(nn.Module):
+        def build(self, c, device):
+            return torch.cat((c, torch.zeros(c.size(0), 3).to(device)), dim=1)   # line 6
+
+    class Other:
+        def build(self, c, device):
+            return torch.zeros(3).to(device)                                    # line 10: never per step
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.grid = Grid()
+            self.other = Other()
+
+        def forward(self, x):
+            return self.grid.build(x, x.device).sum()
+
+    device = torch.device("cuda")
+    model = Net().to(device)
+    for x in loader:
+        model(x.to(device)).backward()
+    """
+
+
+def test_a_method_of_a_module_an_attribute_holds(tmp_path):
+    """``self.grid.build(x)`` with ``self.grid = Grid()`` runs ``Grid.build`` (clovaai's TPS grid generator); the
+    same-named method of the class another attribute holds does not run."""
+    paths = write(tmp_path, {"net.py": SUBMODULE_METHOD})
+    assert sites(paths.values(), tmp_path) == [("net.py", 6, "TL204")]
+
+
+def test_a_method_of_a_module_of_another_file(tmp_path):
+    paths = write(tmp_path, {
+        "heads.py": """\
+            import torch.nn as nn
+
+            class Head(nn.Module):
+                def get_losses(self, x):
+                    return (x > 0).sum().item()      # line 5
+            """,
+        "train.py": """\
+            import torch.nn as nn
+            from heads import Head
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.head = Head()
+
+                def forward(self, x):
+                    return self.head.get_losses(x)
+
+            model = Net().cuda()
+            for x in loader:
+                model(x.cuda()).backward()
+            """,
+    })
+    assert sites(paths.values(), tmp_path) == [("heads.py", 5, "TL101")]
+    assert sites([paths["train.py"]], tmp_path) == [("heads.py", 5, "TL101")]  # the project index finds it

@@ -438,7 +438,8 @@ class Callers:
                 if isinstance(receiver, cst.Name) and receiver.value in _SELF:
                     if index.inside(call, owner):
                         found.append(call)
-                elif dotted_name(receiver) == owner.name.value or self._instance_of(receiver, owner):
+                elif dotted_name(receiver) == owner.name.value or self._instance_of(receiver, owner) or \
+                        self._module_of(receiver, owner):
                     found.append(call)
             elif isinstance(func, cst.Name):
                 if isinstance(owner, cst.Module) or owner is not None and index.inside(call, owner):
@@ -455,6 +456,14 @@ class Callers:
         if source is not None and f"def {name}(" not in source and f"def {name} (" not in source:
             return []  # the file defines no function of that name (no module walk)
         return [fn for fn in self.index.functions_named.get(name, ()) if any(c is call for c in self.callers(fn))]
+
+    def _module_of(self, receiver: cst.BaseExpression, cls: cst.ClassDef) -> bool:
+        """``self.grid.build(x)`` where ``self.grid = Grid()`` (Modules: attributes bound in any method, factories,
+        parameters): a method of the module an attribute or name holds."""
+        if not isinstance(receiver, (cst.Attribute, cst.Name)):
+            return False
+        return any(not isinstance(built, str) and dotted_name(built) == cls.name.value
+                   for built in self.modules.constructors(receiver))
 
     def _instance_of(self, receiver: cst.BaseExpression, cls: cst.ClassDef) -> bool:
         """``obj`` bound by ``obj = C(...)`` before the call, in its function."""
@@ -593,6 +602,11 @@ class Callers:
             for value in self.index.instances.get(func.value.value, ()):
                 cls = self.tree.qualified_name(value.func)
                 if cls is not None:
+                    targets.append(f"{cls}.{func.attr.value}")
+        if target is None and isinstance(func, cst.Attribute):  # ``self.head.get_losses(x)``, the head imported
+            for built in self.modules.constructors(func.value):
+                cls = built if isinstance(built, str) else self.tree.qualified_name(built)
+                if cls is not None and not (isinstance(built, str) and self._is_own(built[1:].partition(":")[0])):
                     targets.append(f"{cls}.{func.attr.value}")
         if target is None:  # an instance call: ``model(x)`` with ``model = models.Net()`` runs Net.forward
             for built in self.modules.constructors(func):
