@@ -185,8 +185,10 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
                   config_for: Callable[[Path], Config], cache=None) -> dict[Path, set[tuple]]:
     """Analyse again, with their entry points, the files whose functions other files of the run call every step
     (runcalls.resolve), and add the findings that brings to their results (in place, before their FileChecked).
-    The rounds that settle who calls what are made of calls-only analyses (no rule runs: lint._Run.calls_only);
-    each file whose part changed is then analysed once with its rules. Project files the run did not name that those
+    The rounds that settle who calls what analyse a file with its rules the first time it is in one, and for its
+    calls only (no rule runs: lint._Run.calls_only) after that; each file whose last analysis with its rules was not
+    with its settled part is then analysed once more with them (mostly none: a part settles in one round). Project
+    files the run did not name that those
     calls lead to (project.reached) are added to ``jobs`` and ``results``; the keys of the findings they have on
     their own are returned ({path: keys}): not reported."""
     from tracelint.source.lint import callers_of
@@ -196,6 +198,7 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
     index = {job[0]: i for i, job in enumerate(jobs)}
     calls = {job[0]: result[1] or RunCalls() for job, result in zip(jobs, results, strict=True)}
     settled: dict[Path, tuple] = {}  # the part each file was last analysed with
+    full: dict[Path, tuple] = {}  # the part each file was analysed with its rules in a round, and the results
     on_device: set[Path] = set()
     hidden: dict[Path, set[tuple]] = {}
     deadline = time.monotonic() + REACH_SECONDS
@@ -227,16 +230,20 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
                 wanted[path] = part
         if not wanted:
             break
-        again = [(path, jobs[index[path]][1], False, False, part, cache) for path, part in wanted.items()]
-        for job, (_items, told) in zip(again, _run_jobs(again), strict=True):
+        again = [(path, jobs[index[path]][1], False, False, part if path in settled else (*part[:-1], False), cache)
+                 for path, part in wanted.items()]
+        for job, (items, told) in zip(again, _run_jobs(again), strict=True):
             settled[job[0]] = job[4]
+            if not job[4][-1]:
+                full[job[0]] = (job[4][:-1], (items, told))
             if told is not None:
                 old = calls[job[0]]
                 calls[job[0]] = replace(told, pending=told.pending | old.pending)
     final = [(path, jobs[index[path]][1], False, False, (*part[:-1], False), cache)
-             for path, part in settled.items()]
-    for job, (items, told) in zip(final, _run_jobs(final), strict=True):
-        path = job[0]
+             for path, part in settled.items() if full.get(path, ((),))[0] != part[:-1]]
+    finals = {path: result for path, (part, result) in full.items() if part == settled[path][:-1]}
+    finals.update((job[0], result) for job, result in zip(final, _run_jobs(final), strict=True))
+    for path, (items, told) in finals.items():
         old_items = results[index[path]][0]
         seen = {_key(f) for f in old_items if isinstance(f, Finding)}
         new = [f for f in items if isinstance(f, Finding) and _key(f) not in seen]
