@@ -352,3 +352,65 @@ def test_a_plan_without_profiler_warm_up_keeps_torchs_warning_about_it_out(proje
     assert proc.returncode in (0, 1), proc.stderr
     assert "won't be using warmup" not in proc.stderr
     assert "--max-steps 2" in proc.stderr  # the note that says what will be recorded instead
+
+
+SCENARIOS = SCRIPTS.parent / "scenarios"
+
+
+def _on_cpu(name: str, folder: Path) -> Path:
+    """fixtures/scenarios/<name>.py on the CPU, smaller (its text otherwise unchanged: lines stay where they are)."""
+    text = (SCENARIOS / f"{name}.py").read_text()
+    for old, new in {'DEVICE = "cuda"': 'DEVICE = "cpu"', "WIDTH = 1024": "WIDTH = 64",
+                     "BATCH = 256": "BATCH = 32"}.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    script = folder / f"{name}.py"
+    script.write_text(text)
+    return script
+
+
+@pytest.mark.parametrize("name, line", [("profiler_left_on", 39), ("profiler_left_on_fixed", 40)])
+def test_a_script_with_its_own_profiler_runs_unprofiled_and_the_report_says_why(tmp_path, name, line):
+    """Two profilers cannot run in one process: the TL704 pair crashed under tracelint run (SIGSEGV on CPU, torch
+    2.13; on the GPU the script's profiler raised at its exit). The run steps aside: no trace, the script runs to
+    --max-steps with its own profiler, the lint reports, and one line says why nothing was recorded."""
+    _on_cpu(name, tmp_path)
+    proc = tracelint_run(tmp_path, *FAST, "--max-steps", "20", "--out", "out", "--format", "json", "-o",
+                         "report.json", f"{name}.py")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "killed by signal" not in proc.stderr and "Kineto" not in proc.stderr
+    doc = report(tmp_path)
+    run = doc["run"]
+    assert run["failure"] is None and run["ended"] == ["max-steps"] and run["steps"] == {name: 20}
+    assert run["traces"] == [] and doc["traces"] == []
+    assert run["aside"]["where"] == f"{name}.py:{line}" and run["aside"]["after_step"] == 0
+    assert run["aside"]["first_step"] == 2 and len(run["aside"]["steps_ms"]) == 19  # step 1's end starts the clock
+    (why,) = [s for s in run["summary"] if "own torch profiler" in s]
+    assert f"({name}.py:{line})" in why and "recorded no trace" in why and "nothing recorded" not in run["summary"]
+    assert [f["code"] for f in doc["findings"]] == (["TL704"] if name == "profiler_left_on" else [])
+
+
+def test_a_profiler_the_script_starts_late_and_max_steps_cuts_short_is_stopped(tmp_path):
+    """The script starts a profiler (line 7) after the recorded steps and never stops it before --max-steps ends
+    the run: the trace already written stands, and the script's profiler is turned off before the process exits
+    (left on after StopRun went through an op's record, the process died with SIGSEGV, torch 2.13 CPU)."""
+    (tmp_path / "late.py").write_text(
+        "import torch\n"
+        "model = torch.nn.Linear(8, 8)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(100):\n"
+        "    if step == 16:\n"
+        "        prof = torch.autograd.profiler.profile()\n"
+        "        prof.__enter__()\n"
+        "    loss = model(torch.randn(4, 8)).sum()\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n")
+    proc = tracelint_run(tmp_path, *FAST, "--max-steps", "24", "--out", "out", "--format", "json", "-o",
+                         "report.json", "late.py")
+    assert proc.returncode in (0, 1), proc.stderr
+    run = report(tmp_path)["run"]
+    assert run["failure"] is None and run["aside"]["where"] == "late.py:7" and run["aside"]["after_step"] == 16
+    assert len(run["traces"]) == 1 and run["recorded"]["complete"]
+    assert "kept what it had recorded before" in " ".join(run["summary"])
+    assert any("still on when the run ended" in note for note in run["notes"])

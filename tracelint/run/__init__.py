@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from statistics import median
 
 from tracelint.engine import Config, RunResult
 from tracelint.profile.settle import WINDOW
@@ -55,7 +56,9 @@ def record(execution: Execution, cwd: Path, files_linted: int = 0, lint_unmeasur
     """The plain record of a run (the JSON report's ``run`` object, tracelint.render.json), with ``summary``: the
     lines a report shows about it. ``unprofiled`` and ``recorded`` are the steps the first process (rank 0) timed
     without the profiler and those its trace holds, counted as the script's steps (the first is 1).
-    ``lint_unmeasured``: the traces hold no GPU work, so no lint finding could be measured in them (say so once)."""
+    ``lint_unmeasured``: the traces hold no GPU work, so no lint finding could be measured in them (say so once).
+    ``aside``: the script ran its own profiler, so the run stepped aside (bootstrap.py says how): where the script
+    made it, and the steps timed after."""
     target, options = execution.target, execution.options
     statuses = execution.statuses
     steps = max((s["steps"] for s in statuses), default=0)
@@ -76,6 +79,7 @@ def record(execution: Execution, cwd: Path, files_linted: int = 0, lint_unmeasur
         "unprofiled": lead.get("unprofiled"),
         "recorded": {k: held[0][k] for k in ("first_step", "last_step", "complete", "profiler_steps")} if held
         else None,
+        "aside": lead.get("aside") or next((s["aside"] for s in statuses if s.get("aside")), None),
         "window": execution.window, "ended": sorted(e for e in ended if e), "failure": failure,
         "exit_code": execution.exit_code, "files_linted": files_linted, "notes": notes, "verify": None,
     }
@@ -103,6 +107,8 @@ def _summary(doc: dict, execution: Execution, steps: int, lint_unmeasured: bool)
         lines.append(f"  note: {doc['plan']['note']}")
     if not execution.window:
         lines.extend(_steps_lines(doc, options, steps))
+    if doc["aside"]:
+        lines.append(f"  {_aside_line(doc['aside'], bool(doc['traces']))}")
     if lint_unmeasured:
         lines.append("  no GPU work in the profiled steps: the lint findings cannot be measured there (a sync or a "
                      "copy costs nothing on the CPU)")
@@ -141,9 +147,24 @@ def _steps_lines(doc: dict, options: RunOptions, steps: int) -> list[str]:
         if not recorded["complete"]:
             line += f"; step {last} cut short: the script {_how_it_ended(doc)} during it"
         lines.append(line)
-    elif not doc["traces"]:
+    elif not doc["traces"] and not doc["aside"]:
         lines.append(f"  nothing recorded: {_why_nothing(doc, options, steps)}")
     return lines
+
+
+def _aside_line(aside: dict, traces: bool) -> str:
+    """Why the run recorded nothing (or nothing after the script's profiler started), and the steps it timed."""
+    where = f" ({aside['where']})" if aside["where"] else ""
+    after = f"after step {aside['after_step']}" if aside["after_step"] else "before the first step"
+    kept = "kept what it had recorded before" if traces else "recorded no trace"
+    line = (f"the script runs its own torch profiler{where}: two profilers cannot run in one process, so tracelint "
+            f"run stepped aside {after} and {kept}; the findings are the lint's")
+    times = aside["steps_ms"]
+    if times:
+        first = aside["first_step"]
+        line += (f"; {_span(first, first + len(times) - 1)} took {median(times):.2f} ms each (median; one device "
+                 "synchronization per step, the script's profiler on)")
+    return line
 
 
 def _why_nothing(doc: dict, options: RunOptions, steps: int) -> str:

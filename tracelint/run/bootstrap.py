@@ -31,6 +31,17 @@ The profile
     runs on the main thread, where the profiler's op callbacks must be installed) profiles a window of ``window_s``
     seconds instead.
 
+The script's own profiler
+    Two profilers cannot run in one process: torch has one profiler state, so the second's start or stop breaks
+    the first (on an H200, torch 2.11, the script's profiler raised "Can't disable Kineto profiler when it's not
+    running" at its exit after ``tracelint run`` had recorded inside it; on CPU, torch 2.13, both scripts of the
+    TL704 pair crashed with SIGSEGV). So the moment the script makes a profiler of its own (``torch.profiler.
+    profile``; ``torch.autograd.profiler.profile`` when it starts; whoever calls them, the script or a library),
+    or when a profiler is already on where ours would start, the run steps aside: a profile of ours
+    still open is stopped first (what it recorded is exported), none is started after, and the next steps are
+    timed (one device synchronization per step, ``ASIDE_TIMED`` steps at most) with the script's profiler as it
+    runs. The status's ``aside`` says where the script made it.
+
 The end
     ``max_steps`` steps: ``StopRun`` (a BaseException: a script's ``except Exception`` lets it through) unwinds the
     script, its ``finally`` blocks run, and the process exits 0. A script that raises has its traceback printed
@@ -67,6 +78,7 @@ SETTINGS = {  # --settings: what torch.profiler records beyond the op and kernel
 }
 
 
+ASIDE_TIMED = 64  # steps timed after stepping aside for the script's own profiler; later ones are only counted
 AGREE_TIMEOUT_S = 300  # how long a rank waits for the others' warm-up verdict of the same step
 # What torch's profiler writes on stderr as it starts and stops: kineto's USDT probe lines (C++, straight to fd 2)
 # and a UserWarning torch gives once when a profiler prepares a second cycle.
@@ -83,7 +95,8 @@ class Driver:
     for the status file.
 
     ``phase``: "before" (no step yet), "settling" (the warm-up's steps are timed), "window" (a time window is being
-    profiled), "scheduled" (the schedule runs), "over" (the scheduled profile is exported; the profiler is gone)."""
+    profiled), "scheduled" (the schedule runs), "over" (the scheduled profile is exported; the profiler is gone),
+    "aside" (the script runs its own profiler: steps are timed and counted, nothing is profiled)."""
 
     def __init__(self, config: dict, worker: str) -> None:
         self.config, self.worker = config, worker
@@ -98,6 +111,8 @@ class Driver:
         self.first_step_s: float | None = None
         self.started = time.monotonic()
         self.note: str | None = None
+        self.aside: dict | None = None  # where the script made its own profiler, and the steps timed after
+        self.agreed = False  # aside during the warm-up: the other ranks were told this rank is done with it
         self.pid = os.getpid()  # a process forked from this one inherits the hook: its steps are not ours
         self.settle = None  # tracelint.profile.settle.Settle, from the first step
         self.tick_s: float | None = None  # when the last step of the warm-up ended (perf_counter, synchronized)
@@ -126,6 +141,8 @@ class Driver:
                 self.step_profiler()
         elif self.phase == "settling":
             self.settle_step()
+        elif self.phase == "aside":
+            self.aside_step()
         elif self.phase == "before":
             if self.first_step_s is None:
                 self.first_step_s = time.monotonic() - self.started
@@ -188,6 +205,50 @@ class Driver:
         prof = self.prof
         return prof.current_action != ProfilerAction.NONE or prof.schedule(prof.step_num + 1) != ProfilerAction.NONE
 
+    # --- the script's own profiler -----------------------------------------------------------------------------
+
+    def profiler_made(self, frame) -> None:
+        """A profiler is being made, called from ``frame``: if the script (or a library of it) makes it, step
+        aside. One made by tracelint's own code (its profile, and the legacy profiler torch makes inside it) is
+        ours."""
+        if self.pid != os.getpid() or self.aside is not None:
+            return
+        torch = sys.modules.get("torch")
+        library = os.path.dirname(os.path.realpath(torch.__file__)) if torch is not None else None
+        own = os.path.join(os.path.realpath(self.config["root"]), "tracelint")
+        while frame is not None:
+            path = os.path.realpath(frame.f_code.co_filename)
+            if _inside(path, own) or path == os.path.realpath(__file__):
+                return
+            if library is None or not _inside(path, library):
+                self.step_aside(f"{_shown(path)}:{frame.f_lineno}")
+                return
+            frame = frame.f_back
+
+    def step_aside(self, where: str | None) -> None:
+        """The script runs its own profiler: stop ours if it runs (before the script's starts), start none after,
+        and time the steps from here."""
+        self.aside = {"where": where, "after_step": self.steps, "first_step": None, "steps_ms": []}
+        self.agreed = self.phase not in ("before", "settling")  # the ranks' warm-up verdict is behind them
+        if self.config.get("no_step_timeout"):
+            signal.setitimer(signal.ITIMER_REAL, 0)  # no time window either
+        if self.prof is not None:
+            self._stop()
+        self.phase, self.tick_s = "aside", None
+
+    def aside_step(self) -> None:
+        if not self.agreed and self.plan["active"]:  # ranks still in their warm-up wait for this one's word
+            self.agreed = self.agree(True)
+        times = self.aside["steps_ms"]
+        if len(times) >= ASIDE_TIMED:
+            return
+        now = _synchronized_now()
+        if self.tick_s is not None:
+            if not times:
+                self.aside["first_step"] = self.steps
+            times.append(round((now - self.tick_s) * 1e3, 3))
+        self.tick_s = now
+
     # --- the profiler ---------------------------------------------------------------------------------------------
 
     def start_profile(self, *, scheduled: bool) -> None:
@@ -197,6 +258,9 @@ class Driver:
         from tracelint.profile import profile
         from tracelint.trace.profiler import on_trace_ready
 
+        if torch._C._autograd._profiler_enabled():  # on already, and not through a profiler we saw being made
+            self.step_aside(None)
+            return
         activities = [ProfilerActivity.CPU]
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             activities.append(ProfilerActivity.CUDA)
@@ -286,6 +350,23 @@ class Driver:
             signal.setitimer(signal.ITIMER_REAL, 0)
         self.phase = "over"
         self._stop()
+        if self.aside is not None:
+            self.stop_scripts_profiler()
+
+    def stop_scripts_profiler(self) -> None:
+        """The script's profiler still on as the run ends (``--max-steps`` cut it short before its ``stop()``):
+        turn it off. A process that exits with it on after the profiler saw an exception raised inside an op's
+        record (StopRun, from the optimizer step's hook) dies with SIGSEGV (torch 2.13, CPU)."""
+        torch = sys.modules.get("torch")
+        if torch is None or not torch._C._autograd._profiler_enabled():
+            return
+        try:
+            with profiler_notes_held():
+                torch.autograd.profiler._disable_profiler()
+        except Exception as exc:  # noqa: BLE001 - the run is over either way
+            self.note = self.note or f"stopping the script's profiler failed: {type(exc).__name__}: {exc}"
+            return
+        self.note = self.note or "the script's profiler was still on when the run ended: tracelint run stopped it"
 
     # --- the status file ------------------------------------------------------------------------------------------
 
@@ -305,7 +386,8 @@ class Driver:
         return {"worker": self.worker, "rank": _rank(), "steps": self.steps, "clock": clock, "ended": ended,
                 "exception": exception, "exit_code": exit_code, "traces": self.traces, "window": self.windowed,
                 "first_step_s": None if self.first_step_s is None else round(self.first_step_s, 3),
-                "unprofiled": self.unprofiled(), "note": self.note, "files": project_files(self.config)}
+                "unprofiled": self.unprofiled(), "aside": self.aside, "note": self.note,
+                "files": project_files(self.config)}
 
 
 def _synchronized_now() -> float:
@@ -345,9 +427,34 @@ def profiler_notes_held():
             kept = kept[os.write(2, kept):]
 
 
+def _shown(path: str) -> str:
+    """A path relative to the working directory when it is under it (as reports name files), else absolute."""
+    cwd = os.getcwd()
+    return os.path.relpath(path, cwd) if _inside(path, cwd) else path
+
+
 def _rank() -> int | None:
     value = os.environ.get("RANK")
     return int(value) if value and value.isdigit() else None
+
+
+def watch_profilers(driver: Driver) -> None:
+    """Tell ``driver`` whenever a profiler is made (torch.profiler's ``_KinetoProfile``, the base of
+    ``torch.profiler.profile`` and of tracelint.profile) or the legacy ``torch.autograd.profiler.profile``, which
+    both drive underneath, prepares to record. Neither method warns with a ``stacklevel`` that the wrapper's frame
+    would shift."""
+    def wrap(cls, name: str) -> None:
+        original = getattr(cls, name)
+
+        @functools.wraps(original)
+        def watched(self, *args, **kwargs):
+            driver.profiler_made(sys._getframe(1))
+            return original(self, *args, **kwargs)
+
+        setattr(cls, name, watched)
+
+    after_import("torch.profiler.profiler", lambda module: wrap(module._KinetoProfile, "__init__"))
+    after_import("torch.autograd.profiler", lambda module: wrap(module.profile, "_prepare_trace"))
 
 
 # --- hooks on imports -------------------------------------------------------------------------------------------------
@@ -576,6 +683,7 @@ def run(config: dict, kind: str, target: str, argv: list[str]) -> int:
             optimizer_module.register_optimizer_step_post_hook(driver.optimizer_step)
 
         after_import(OPTIMIZER_MODULE, hook)
+    watch_profilers(driver)
     if config.get("no_step_timeout"):
         signal.signal(signal.SIGALRM, driver.alarm)
         signal.setitimer(signal.ITIMER_REAL, float(config["no_step_timeout"]))
