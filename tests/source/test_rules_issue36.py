@@ -390,6 +390,7 @@ def test_tl304_a_training_loop_after_eval_is_not_one(lint):
     ("TL706", "deterministic", 63),
     ("TL605", "data_parallel", 27),  # its fix runs under torchrun: DDP, one process per GPU
     ("TL606", "ddp_accum", 44),
+    ("TL607", "ddp_find_unused", 34),  # 2 x H200: no measurable cost (rules/TL607's doc)
 ])
 def test_gpu_fixture_pairs(code, bad, line):
     def lines(name: str) -> list[int]:

@@ -11,8 +11,11 @@ Pairing, in this order (a trace finding's line is the one its Python stack gives
    finding where the loader is built: *the loop over the loader*, when the trace's line is inside a ``for`` loop
    over a name that the lint finding's line binds (``loader = DataLoader(...)`` ... ``for x, y in loader:``);
 3. *the same loop*: outside the input pipeline, the same family in the same innermost loop of the same file, the
-   loop's only lint finding of that family (Python 3.12's profiler gives the line of a call inside a loop body
-   one line off: ``total += loss.item()`` at 58 measured at 57, 4 x H100 run);
+   loop's only lint finding of that family. A stack's frame that was already running when the profiler started
+   keeps the line it was at then, and a call made while it records is named by its ``def`` line, never by the
+   line that calls it; ``tracelint run`` starts the profiler in the optimizer step's hook, so a sync in the step
+   function's own body reads as its ``optimizer.step()`` line (``total += loss.item()`` at 58 measured at 57, the
+   ``optimizer.step()`` above it, 4 x H100 run; gradcheck's syncs at 57 measured at 61, H200);
 4. then *the only one of its rule on each side*, for the input pipeline and the settings a run has once
    (``ONE_PER_RUN``: channels_last, DataParallel, accumulation without ``no_sync``, anomaly detection,
    ``CUDA_LAUNCH_BLOCKING``: the lint finding points at the setting, the trace's at a step): one lint finding of that

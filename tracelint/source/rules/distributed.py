@@ -152,4 +152,6 @@ class FindUnusedParameters(SourceRule):
         self.report(node, "`find_unused_parameters=True` makes DDP walk the autograd graph from the outputs after "
                           "every forward, on the host, to find the parameters that will get no gradient. Leave it "
                           "off when every parameter is used in every step (DDP raises an error at the first step "
-                          "where one is not); its cost grows with the model's graph (not measured by the project)")
+                          "where one is not). Its cost is host time that grows with the graph: on the project's "
+                          "ResNet-50 under DDP (2 x H200) it was not measurable, 33.77 ms a step with the flag "
+                          "against 33.90 ms without at batch 64 per GPU, 21.01 against 21.06 ms at batch 8")
