@@ -84,6 +84,19 @@ def _lint_job(job: tuple) -> tuple[list, object]:
     return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe, run=run, cache=cache)
 
 
+def _cached(jobs: list) -> dict[int, tuple[list, object]]:
+    """{position: results} of the jobs the run's cache holds: those need no worker process (nor libcst)."""
+    from tracelint.source.lint import _Run, cached
+
+    found = {}
+    for i, (path, config, fix, _unsafe, part, cache) in enumerate(jobs):
+        if cache is not None and not fix:
+            known = cached(path, config, cache, run=_Run(*part) if part is not None else None)
+            if known is not None:
+                found[i] = known
+    return found
+
+
 def lint_paths(
     paths: Iterable[Path | str],
     *,
@@ -169,12 +182,15 @@ def _display(path: Path) -> Path:
 def _run_jobs(jobs: list, progress: bool = False) -> Iterator[tuple[list, object]]:
     from tracelint.source.lint import source_rules
 
-    workers = min(os.cpu_count() or 1, len(jobs) // 8 or 1)
-    if len(jobs) < PARALLEL_MIN_FILES or workers < 2:
-        results: Iterable[tuple[list, object]] = map(_lint_job, jobs)
+    known = _cached(jobs) if len(jobs) >= PARALLEL_MIN_FILES else {}
+    todo = [job for i, job in enumerate(jobs) if i not in known]
+    workers = min(os.cpu_count() or 1, len(todo) // 8 or 1)
+    if len(todo) < PARALLEL_MIN_FILES or workers < 2:
+        computed: Iterator[tuple[list, object]] = map(_lint_job, todo)
     else:
         source_rules()  # import libcst and the rules before forking, so that workers inherit them
-        results = _parallel(jobs, workers)
+        computed = _parallel(todo, workers)
+    results = (known[i] if i in known else next(computed) for i in range(len(jobs)))
     for done, result in enumerate(results, start=1):
         if progress:
             print(f"\rtracelint: {done}/{len(jobs)} files", end="", file=sys.stderr, flush=True)
@@ -204,7 +220,7 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
     deadline = time.monotonic() + REACH_SECONDS
     project = ProjectIndex(callers_of, cache)
     for _ in range(MAX_ROUNDS):
-        found = sorted(reached(calls)) if time.monotonic() < deadline else []
+        found = sorted(reached(calls, project)) if time.monotonic() < deadline else []
         if found:
             more = [(_display(path), config_for(path), False, False, _ALONE, cache) for path in found]
             for job, result in zip(more, _run_jobs(more), strict=True):
@@ -219,7 +235,7 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
         on_device |= device
         pinned, stepping = pinned_parameters(calls), stepping_calls(calls)
         made = factories(calls, project) if time.monotonic() < deadline else {}
-        passed = parameter_modules(calls)
+        passed = parameter_modules(calls, project)
 
         wanted = {}
         for path in {*entries, *on_device, *pinned, *stepping, *made, *passed} & index.keys():

@@ -291,14 +291,29 @@ def lint_in_run(path: Path, config: Config, *, fix: bool | str = False, unsafe_f
     except DocumentError as exc:
         return [InputError(display, exc.message, exc.line)], None
     entry = _entry(doc, config, display, run) if cache is not None and not fix else None
-    if entry is not None:
-        known = cache.get(entry)
-        if isinstance(known, tuple) and len(known) == 2:
-            return known
+    known = _known(cache, entry)
+    if known is not None:
+        return known
     items, calls, lasting = _lint_document(doc, config, fix, unsafe_fixes, display, run, started)
     if entry is not None and lasting:
         cache.put(entry, (items, calls))
     return items, calls
+
+
+def cached(path: Path, config: Config, cache: Cache, *, display: str | None = None, run: _Run | None = None,
+           ) -> tuple[list[Finding | InputError | FileChecked], RunCalls | None] | None:
+    """What ``lint_in_run`` (without fixes) stored in ``cache`` for the file as it is now; None when nothing is.
+    The run asks before it starts worker processes: a run whose files are all cached imports no libcst."""
+    try:
+        doc = read_document(path)
+    except DocumentError:
+        return None
+    return _known(cache, _entry(doc, config, display or str(path), run))
+
+
+def _known(cache: Cache | None, entry: str | None):
+    known = cache.get(entry) if cache is not None and entry is not None else None
+    return known if isinstance(known, tuple) and len(known) == 2 else None
 
 
 def _entry(doc: PythonDocument | NotebookDocument, config: Config, display: str, run: _Run | None) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from functools import lru_cache, partial
 from pathlib import Path
 
-from tracelint.source.runcalls import RunCalls, _candidates, _Module, _parts
+from tracelint.source.runcalls import RunCalls, _candidates, _Module, _parts, resolved
 
 _MARKERS = ("pyproject.toml", ".git")
 _INSTALLED = frozenset({"site-packages", "dist-packages"})
@@ -92,20 +92,20 @@ def locate(target: str, caller: Path) -> tuple[Path, str] | None:
     return None
 
 
-def reached(calls: dict[Path, RunCalls]) -> set[Path]:
+def reached(calls: dict[Path, RunCalls], index: ProjectIndex | None = None) -> set[Path]:
     """The project files, not yet in ``calls``, that define what the per-step calls of the files in ``calls`` lead
     to where no file in ``calls`` does (``runcalls.resolve`` finds none)."""
     modules = [_Module(path, _parts(path), told) for path, told in calls.items()]
-    known = {path.resolve() for path in calls}
+    known = {resolved(path) for path in calls}
     found: set[Path] = set()
     for caller in modules:
         for call in caller.calls.hot_calls:
             if next(_candidates(call.target, caller, modules), None) is not None:
                 continue
             place = (Path(call.target[1:].partition(":")[0]), "") if call.target.startswith("@") else \
-                locate(call.target, caller.path)
+                (index.locate if index is not None else locate)(call.target, caller.path)
             path = place[0] if place is not None else None
-            if path is not None and path.resolve() not in known:
+            if path is not None and resolved(path) not in known:
                 found.add(path)
     return found
 
@@ -128,6 +128,8 @@ class ProjectIndex:
         # made {(target, caller): locate's answer}
         self._read: dict[str, str | None] | None = None
         self._located: dict[tuple[str, str], tuple[str, str] | None] | None = None
+        self._digests: dict[str, str | None] = {}  # the files' contents as this run found them (``_unchanged``)
+        self._places: dict[tuple[str, Path], tuple[Path, str] | None] = {}
 
     def callers(self, path: Path):
         """The ``callers.Callers`` of the file at ``path`` (None: unreadable or not parsed)."""
@@ -147,8 +149,10 @@ class ProjectIndex:
         return self._models[key]
 
     def locate(self, target: str, caller: Path) -> tuple[Path, str] | None:
-        """``locate``, noted while ``remembered`` computes."""
-        place = locate(target, caller)
+        """``locate``, once per run (the rounds ask again), noted while ``remembered`` computes."""
+        if (target, caller) not in self._places:
+            self._places[(target, caller)] = locate(target, caller)
+        place = self._places[(target, caller)]
         if self._located is not None:
             self._located[(target, str(caller))] = None if place is None else (str(place[0]), place[1])
         return place
@@ -170,7 +174,7 @@ class ProjectIndex:
 
         digest = key("project", *parts)
         known = self._cache.get(digest)
-        if isinstance(known, tuple) and len(known) == 3 and _unchanged(known[1], known[2]):
+        if isinstance(known, tuple) and len(known) == 3 and self._unchanged(known[1], known[2]):
             return known[0]
         self._read, self._located = {}, {}
         try:
@@ -182,26 +186,28 @@ class ProjectIndex:
         return value
 
 
+    def _unchanged(self, read: dict, located: dict) -> bool:
+        """The files hold what they held and the lookups find what they found (``remembered``); each file is read
+        once per run however many entries name it."""
+        for path, digest in read.items():
+            if path not in self._digests:
+                try:
+                    self._digests[path] = _digest(Path(path).read_bytes())
+                except OSError:
+                    self._digests[path] = None
+            if self._digests[path] != digest:
+                return False
+        for (target, caller), place in located.items():
+            now = self.locate(target, Path(caller))
+            if (None if now is None else (str(now[0]), now[1])) != place:
+                return False
+        return True
+
+
 def _digest(data: bytes | None) -> str | None:
     from tracelint.source.cache import content_digest
 
     return None if data is None else content_digest(data)
-
-
-def _unchanged(read: dict, located: dict) -> bool:
-    """The files hold what they held and the lookups find what they found (ProjectIndex.remembered)."""
-    for path, digest in read.items():
-        try:
-            data = Path(path).read_bytes()
-        except OSError:
-            data = None
-        if _digest(data) != digest:
-            return False
-    for (target, caller), place in located.items():
-        now = locate(target, Path(caller))
-        if (None if now is None else (str(now[0]), now[1])) != place:
-            return False
-    return True
 
 
 def _classes(callers, fn, element: int | None, path: Path, modules: list[_Module], index: ProjectIndex,
@@ -235,7 +241,7 @@ def _as_class(name: str, caller: _Module, modules: list[_Module], index: Project
     """``name`` (qualified as ``caller`` imports it) as "@path:C" when a file of the run defines class C with a
     ``forward``; else a file of the project (project.locate) that defines it."""
     for module, member in _candidates(f"{name}.forward", caller, modules):
-        return {f"@{module.path.resolve()}:{member.rsplit('.', 1)[0]}"}
+        return {f"@{resolved(module.path)}:{member.rsplit('.', 1)[0]}"}
     place = (index.locate if index is not None else locate)(f"{name}.forward", caller.path)
     return {f"@{place[0].resolve()}:{place[1].rsplit('.', 1)[0]}"} if place is not None else set()
 
@@ -285,23 +291,24 @@ def factories(calls: dict[Path, RunCalls], index: ProjectIndex) -> dict[Path, di
     for caller in modules:
         for target, element in caller.calls.made:
             if run is None:
-                run = index.digest({str(m.path.resolve()): m.calls.defines for m in modules})
+                run = index.digest({str(resolved(m.path)): m.calls.defines for m in modules})
             classes = index.remembered(
-                ("factory", target, element, str(caller.path.resolve()), run),
+                ("factory", target, element, str(resolved(caller.path)), run),
                 partial(factory_classes, target, element, caller, modules, index))
             if classes:
                 found.setdefault(caller.path, {})[(target, element)] = tuple(sorted(classes))
     return found
 
 
-def parameter_modules(calls: dict[Path, RunCalls]) -> dict[Path, dict[str, dict[int | str, tuple[str, ...]]]]:
+def parameter_modules(calls: dict[Path, RunCalls], index: ProjectIndex | None = None,
+                      ) -> dict[Path, dict[str, dict[int | str, tuple[str, ...]]]]:
     """{file: {"f" or "C.m": {position or keyword: ("@path:C", ...)}}}: the modules other files pass each file's
     functions (RunCalls.passes)."""
     modules = [_Module(path, _parts(path), told) for path, told in calls.items()]
     found: dict[Path, dict[str, dict[int | str, set[str]]]] = {}
     for caller in modules:
         for target, where, cls in caller.calls.passes:
-            classes = {cls} if cls.startswith("@") else _as_class(cls, caller, modules)
+            classes = {cls} if cls.startswith("@") else _as_class(cls, caller, modules, index)
             for module, member in _candidates(target, caller, modules):
                 if module.path != caller.path and classes:
                     found.setdefault(module.path, {}).setdefault(member, {}).setdefault(where, set()).update(classes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 MAX_ROUNDS = 6  # cross-file passes (a factory's module called in a loop of a third file: main -> engine -> model)
@@ -111,8 +112,15 @@ def pinned_parameters(files: dict[Path, RunCalls]) -> dict[Path, dict[str, froze
     return {path: {m: frozenset(w) for m, w in members.items()} for path, members in found.items()}
 
 
+@lru_cache(maxsize=8192)
+def resolved(path: Path) -> Path:
+    """``path.resolve()``, once per path and process: matching calls to modules asks it for every call of every file of
+    a run (156,000 times on timm, most of a warm run's time)."""
+    return path.resolve()
+
+
 def _parts(path: Path) -> tuple[str, ...]:
-    parts = path.resolve().with_suffix("").parts
+    parts = resolved(path).with_suffix("").parts
     return parts[:-1] if parts and parts[-1] == "__init__" else parts
 
 
@@ -122,14 +130,16 @@ def _candidates(target: str, caller: _Module, modules: list[_Module], loose: boo
     of the run that defines the member."""
     if target.startswith("@"):  # "@/abs/path.py:C.forward": a member of a file the run resolved (project.py)
         path, _, member = target[1:].partition(":")
+        wanted = Path(path)
         for module in modules:
-            if module.path.resolve() == Path(path):
+            if resolved(module.path) == wanted:
                 yield module, member
                 return
         return
     dots = len(target) - len(target.lstrip("."))
     names = target.lstrip(".").split(".")
-    base = caller.path.resolve().parent.parts[: len(caller.path.resolve().parent.parts) - max(0, dots - 1)]
+    folder = resolved(caller.path).parent.parts
+    base = folder[: len(folder) - max(0, dots - 1)]
     for split in (len(names) - 1, len(names) - 2):
         if split < 0:
             continue
@@ -191,7 +201,7 @@ def _module_candidates(target: str, caller: _Module, modules: list[_Module]):
     or a module of a package)."""
     dots = len(target) - len(target.lstrip("."))
     names = tuple(n for n in target.lstrip(".").split(".") if n)
-    folder = caller.path.resolve().parent.parts
+    folder = resolved(caller.path).parent.parts
     base = folder[: len(folder) - max(0, dots - 1)] if dots else ()
     for size in (len(names), len(names) - 1):
         want = base + names[:size]
