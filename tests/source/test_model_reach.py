@@ -523,3 +523,96 @@ def test_a_method_of_a_module_of_another_file(tmp_path):
     })
     assert sites(paths.values(), tmp_path) == [("heads.py", 5, "TL101")]
     assert sites([paths["train.py"]], tmp_path) == [("heads.py", 5, "TL101")]  # the project index finds it
+
+
+KEYWORDS = """\
+    import torch
+
+    class MetricLogger:
+        def update(self, **kwargs):
+            for k, v in kwargs.items():
+                if isinstance(v, torch.Tensor):
+                    v = v.item()                      # line 7: floats only reach it
+                self.total = v
+
+    class Tracker:
+        def update(self, **kwargs):
+            for k, v in kwargs.items():
+                if isinstance(v, torch.Tensor):
+                    v = v.item()                      # line 14: a tensor reaches it
+                self.total = v
+
+    logger, tracker = MetricLogger(), Tracker()
+    model = torch.nn.Linear(4, 4).cuda()
+    for x in loader:
+        loss = model(x.cuda()).sum()
+        loss.backward()
+        logger.update(loss=float(loss.detach().cpu()), lr=0.1)
+        tracker.update(loss=loss)
+    """
+
+
+def test_the_values_of_keyword_arguments(tmp_path):
+    """``for k, v in kwargs.items()``: ``v`` holds what the calls pass as keywords (a MetricLogger given floats does
+    not sync in its ``isinstance(v, torch.Tensor)`` branch); a tensor passed, or a ``**dict`` passed on, keeps it."""
+    paths = write(tmp_path, {"log.py": KEYWORDS})
+    found = sites(paths.values(), tmp_path)
+    assert ("log.py", 14, "TL101") in found and ("log.py", 7, "TL101") not in found
+    passed_on = KEYWORDS.replace("logger.update(loss=float(loss.detach().cpu()), lr=0.1)", "logger.update(**terms)")
+    paths = write(tmp_path, {"log.py": passed_on})
+    assert ("log.py", 7, "TL101") in sites(paths.values(), tmp_path)
+
+
+def test_what_another_file_passes_a_parameter(tmp_path):
+    """YOLOX's trainer passes ``targets`` (a tensor) to ``YOLOX.forward``, which passes them to its head: a
+    parameter holds what other files' per-step calls pass it (runcalls.argument_kinds). A MetricLogger of another
+    file given floats (``loss.item()``, the optimizer's ``lr``) does not sync in its ``isinstance`` branch; a model's
+    output passed on stays unknown (YOLO's per-scale outputs are a list: no element loop over a tensor)."""
+    paths = write(tmp_path, {
+        "head.py": """\
+            import torch.nn as nn
+
+            class Head(nn.Module):
+                def forward(self, x, labels):
+                    n = int((labels > 0).sum())       # line 5: labels is the trainer's tensor
+                    return x.sum() / n
+
+            def compute_loss(predictions, targets):
+                total = 0
+                for p in predictions:                 # a list of outputs, not a tensor walked row by row
+                    total = total + p.sum()
+                return total
+            """,
+        "utils.py": """\
+            import torch
+
+            class MetricLogger:
+                def update(self, **kwargs):
+                    for k, v in kwargs.items():
+                        if isinstance(v, torch.Tensor):
+                            v = v.item()              # line 7: floats only
+                        self.last = v
+            """,
+        "train.py": """\
+            import torch
+            from head import Head, compute_loss
+            from utils import MetricLogger
+
+            head = Head().cuda()
+            model = torch.nn.Linear(4, 4).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            logger = MetricLogger()
+            for x, targets in loader:
+                targets = targets.to("cuda")
+                loss = head(model(x.cuda()), targets) + compute_loss(model(x.cuda()), targets)
+                loss.backward()
+                optimizer.step()
+                logger.update(loss=loss.item())
+                logger.update(lr=optimizer.param_groups[0]["lr"])
+            """,
+    })
+    found = sites(paths.values(), tmp_path)
+    assert ("head.py", 5, "TL103") in found
+    assert not [site for site in found if site[0] == "utils.py" or site[2] == "TL502"]
+    alone = write(tmp_path, {"utils.py": KEYWORDS.replace("loss=float(loss.detach().cpu()), lr=0.1", "loss=loss")})
+    assert ("utils.py", 7, "TL101") in sites([alone["utils.py"]], tmp_path)  # a tensor passed: reported

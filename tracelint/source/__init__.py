@@ -79,7 +79,8 @@ def _lint_job(job: tuple) -> tuple[list, object]:
     from tracelint.source.lint import _Run, lint_in_run
 
     path, config, fix, unsafe, part, cache = job
-    # (entries, on_device, graph_collates, precision, pinned, stepping, alone, factories, parameters, calls_only)
+    # (entries, on_device, graph_collates, precision, pinned, stepping, alone, factories, parameters, arguments,
+    #  calls_only)
     run = _Run(*part) if part is not None else None
     return lint_in_run(path, config, fix=fix, unsafe_fixes=unsafe, run=run, cache=cache)
 
@@ -129,7 +130,7 @@ def lint_paths(
 
             precision = program_precision([path for path, _ in files])
         parts: list[tuple | None] = [({}, False, collates, precision.get(path, frozenset()) if fix else None, {},
-                                      frozenset(), False, {}, {}, False) for path, _ in files]
+                                      frozenset(), False, {}, {}, {}, False) for path, _ in files]
     else:  # one file: judged on its own as before; what it calls every step is followed into the project
         parts = [_ALONE] * len(files)
     cache = _cache(files) if not fix else None
@@ -151,7 +152,7 @@ def lint_paths(
 
 # The part of a file analysed on its own (a one-file run, a project file a call leads to): no entry points yet, its
 # own precision settings (lint._Run).
-_ALONE = ({}, False, frozenset(), None, {}, frozenset(), True, {}, {}, False)
+_ALONE = ({}, False, frozenset(), None, {}, frozenset(), True, {}, {}, {}, False)
 REACH_SECONDS = 10.0  # project files are looked for and read for this long per run at most (project.reached)
 
 
@@ -209,7 +210,14 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
     their own are returned ({path: keys}): not reported."""
     from tracelint.source.lint import callers_of
     from tracelint.source.project import ProjectIndex, factories, parameter_modules, reached
-    from tracelint.source.runcalls import MAX_ROUNDS, RunCalls, pinned_parameters, resolve, stepping_calls
+    from tracelint.source.runcalls import (
+        MAX_ROUNDS,
+        RunCalls,
+        argument_kinds,
+        pinned_parameters,
+        resolve,
+        stepping_calls,
+    )
 
     index = {job[0]: i for i, job in enumerate(jobs)}
     calls = {job[0]: result[1] or RunCalls() for job, result in zip(jobs, results, strict=True)}
@@ -233,15 +241,16 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
         # a file that a file with device evidence calls stays on the device: its own evidence then includes the
         # caller's (RunCalls.device), which would drop it from the next round's set
         on_device |= device
-        pinned, stepping = pinned_parameters(calls), stepping_calls(calls)
+        pinned, stepping, given = pinned_parameters(calls), stepping_calls(calls), argument_kinds(calls)
         made = factories(calls, project) if time.monotonic() < deadline else {}
         passed = parameter_modules(calls, project)
 
         wanted = {}
-        for path in {*entries, *on_device, *pinned, *stepping, *made, *passed} & index.keys():
+        for path in {*entries, *on_device, *pinned, *stepping, *made, *passed, *given} & index.keys():
             first = jobs[index[path]][4]
             part = (entries.get(path, {}), path in on_device, first[2], first[3], pinned.get(path, {}),
-                    stepping.get(path, frozenset()), first[6], made.get(path, {}), passed.get(path, {}), True)
+                    stepping.get(path, frozenset()), first[6], made.get(path, {}), passed.get(path, {}),
+                    given.get(path, {}), True)
             if part[:-1] != settled.get(path, first)[:-1]:
                 wanted[path] = part
         if not wanted:

@@ -186,6 +186,7 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     ctx.stepping_targets = run.stepping if run is not None else frozenset()
     ctx.factories = run.factories if run is not None else {}
     ctx.parameter_modules = run.parameters if run is not None else {}
+    ctx.argument_kinds = run.arguments if run is not None else {}
     project_calls = found is None or PROJECT_CALL in found
     found = run_rules(ctx, [cls(ctx) for cls in active])
     if run is not None:
@@ -248,6 +249,7 @@ class _Run:
     alone: bool = False  # judged on its own settings (a one-file run, a project file a call leads to)
     factories: dict = field(default_factory=dict)  # project.factories of the file
     parameters: dict = field(default_factory=dict)  # project.parameter_modules of the file
+    arguments: dict = field(default_factory=dict)  # runcalls.argument_kinds of the file
     calls_only: bool = False  # a round of call following: what the file tells the others, no rule runs
     defines: frozenset[str] | None = None  # the screen's Look.defines (None: Python's parser did not take the file)
     calls: RunCalls | None = None

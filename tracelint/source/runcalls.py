@@ -48,6 +48,9 @@ class RunCalls:
     made: tuple[tuple[str, int | None], ...] = ()
     passes: tuple[tuple[str, int | str, str], ...] = ()  # (target, position or keyword, class): modules passed to
                                                          # another file's functions (project.parameter_modules)
+    # (target, ((position or keyword, kind), ...)): what each per-step call of another file's function passes, the
+    # kind a values.Kind value ("host", "tensor", "unknown"; "*"/"**" for a starred argument): argument_kinds
+    arguments: tuple[tuple[str, tuple[tuple[int | str, str], ...]], ...] = ()
 
 
 # -- resolving the calls of a run -----------------------------------------------------------------------------
@@ -101,15 +104,30 @@ def pinned_parameters(files: dict[Path, RunCalls]) -> dict[Path, dict[str, froze
     """{file: {"f" or "C.m": positions or keywords}}: the parameters of each file's functions that another file of
     the run passes a pinned DataLoader (``evaluate(net, val_loader, device)`` with ``val_loader`` built in train.py
     with ``pin_memory=True``)."""
+    found = _by_member(files, lambda calls: calls.pinned)
+    return {path: {m: frozenset(w) for m, w in members.items()} for path, members in found.items()}
+
+
+def argument_kinds(files: dict[Path, RunCalls]) -> dict[Path, dict[str, tuple[tuple[tuple[int | str, str], ...], ...]]]:
+    """{file: {"f" or "C.m": (arguments of one call, ...)}}: what the per-step calls of other files of the run pass
+    each function (``RunCalls.arguments``), for its parameters' kinds (values.Values._parameter_kind): the
+    ``labels`` that YOLOX's trainer passes ``YOLOX.forward``, which passes them on to its head."""
+    found = _by_member(files, lambda calls: calls.arguments)
+    return {path: {m: tuple(sorted(given, key=str)) for m, given in members.items()} for path, members in found.items()}
+
+
+def _by_member(files: dict[Path, RunCalls], pairs) -> dict[Path, dict[str, set]]:
+    """{file: {member: values}} from each file's ``pairs(calls)``, (target, value) pairs: the values gathered on the
+    member of another file of the run each target names."""
     modules = [_Module(p, _parts(p), c) for p, c in files.items()]
-    found: dict[Path, dict[str, set[int | str]]] = {}
+    found: dict[Path, dict[str, set]] = {}
     for caller in modules:
-        for target, where in caller.calls.pinned:
+        for target, value in pairs(caller.calls):
             for module, member in _candidates(target, caller, modules):
                 if module.path != caller.path:
-                    found.setdefault(module.path, {}).setdefault(member, set()).add(where)
+                    found.setdefault(module.path, {}).setdefault(member, set()).add(value)
                 break
-    return {path: {m: frozenset(w) for m, w in members.items()} for path, members in found.items()}
+    return found
 
 
 @lru_cache(maxsize=8192)

@@ -534,18 +534,25 @@ class Callers:
         if defines is None:
             defines = frozenset(q for fn in self.index.functions if (q := qualname(fn, tree)) is not None)
         hot: list[HotCall] = []
+        arguments: list[tuple[str, tuple[tuple[int | str, str], ...]]] = []
         seen: set[str] = set()
         anywhere: set[str] = set()
         passes: set[tuple[str, int | str, str]] = set()
         for calls in self.index.calls.values():
             for call in calls:
                 passes.update(self._passes(call))
-                targets = [t for t in self.imported(call) if t not in seen]
-                if not targets:
-                    continue
+                found = self.imported(call)
+                targets = [t for t in found if t not in seen]
                 anywhere.update(targets)
+                if not targets and not (found and call.args):
+                    continue
                 loop = self.facts.hot_loop(call)
                 if loop is None:
+                    continue
+                if call.args:  # what every per-step call passes (the first one alone names the loop)
+                    given = self.argument_kinds(call)
+                    arguments.extend((target, given) for target in found)
+                if not targets:
                     continue
                 seen.update(targets)
                 for target in targets:
@@ -553,7 +560,27 @@ class Callers:
                     hot.append(HotCall(target, description, on_device or loop.on_device))
         return RunCalls(defines, tuple(hot), on_device, frozenset(anywhere) if on_device else frozenset(),
                         stepping=stepping, made=tuple(sorted(self.modules.made, key=str)),
-                        passes=tuple(sorted(passes, key=str)))
+                        passes=tuple(sorted(passes, key=str)), arguments=tuple(sorted(set(arguments), key=str)))
+
+    def argument_kinds(self, call: cst.Call) -> tuple[tuple[int | str, str], ...]:
+        """What ``call`` passes, for another file's function to know its parameters (values.Values._parameter_kind):
+        (position, kind) for a positional argument, (keyword, kind) for a named one, ("*", "unknown") after a
+        ``*args`` and ("**", "unknown") for a ``**kwargs``; the kind is values.Kind's value (host, tensor, unknown)."""
+        found: list[tuple[int | str, str]] = []
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                found.append((arg.star, "unknown"))
+                continue
+            kind = self.facts.kind(arg.value).value
+            if kind == "tensor" and self.facts.module_output(arg.value):
+                kind = "unknown"  # a module's output by its name: a tensor, or a list of them (not passed on)
+            if arg.keyword is not None:
+                found.append((arg.keyword.value, kind))
+            else:
+                found.append((position, kind))
+                position += 1
+        return tuple(found)
 
     def _passes(self, call: cst.Call) -> list[tuple[str, int | str, str]]:
         """(target, position or keyword, class): the modules ``call`` passes an imported function of the project

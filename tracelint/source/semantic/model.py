@@ -11,6 +11,7 @@ API for rule authors (one ``FileContext`` per file, shared by every rule on that
     ctx.ancestors(node)       parent, grandparent, ... up to the Module
     ctx.entries               {"f" or "C.m": callers.Entry}: functions other files of the run call every step
     ctx.device_from_run       a file of the run with device evidence calls this file's functions
+    ctx.argument_kinds        {"f" or "C.m": calls' arguments}: the kinds other files' per-step calls pass its functions
     ctx.graph_collates        names of the run's functions that batch graphs (a collate_fn defined elsewhere)
     ctx.program_precision     in a run of several files: the precision settings (precision_settings.TF32, ...) of
                               the programs the file is part of (rules/precision_settings.py); None outside a run,
@@ -170,6 +171,9 @@ class FileContext:
         self.pinned_parameters: dict[str, frozenset[int | str]] = {}
         # imported functions that step an optimizer in another file of the run (runcalls.stepping_calls)
         self.stepping_targets: frozenset[str] = frozenset()
+        # {"f" or "C.m": (arguments of one call, ...)}: what other files' per-step calls pass this file's functions
+        # (runcalls.argument_kinds), for the kinds of their parameters (values.Values._parameter_kind)
+        self.argument_kinds: dict[str, tuple[tuple[tuple[int | str, str], ...], ...]] = {}
         self.defer_precision = defer_precision
         self.pending: set[str] = set()
         self.source = source

@@ -17,6 +17,7 @@ from typing import Protocol
 import libcst as cst
 
 from tracelint.source.semantic.bindings import Binding, ScopeBindings, names_in
+from tracelint.source.semantic.callers import qualname
 from tracelint.source.semantic.calls import literal
 from tracelint.source.semantic.model import callee_name, dotted_name, iter_children
 from tracelint.source.vocab import DEVICE_MODULES as _DEVICE_MODULES
@@ -196,6 +197,17 @@ class Values:
             return None
         return before[-1].value
 
+    def module_output(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """``expr`` is what a module returns, known by the callee's name only (``model(x)``, ``outputs`` bound to
+        ``self.net(x)``): a tensor, or a list or tuple of them (YOLO's per-scale outputs)."""
+        if isinstance(expr, cst.Name) and depth < 3:
+            value = self.value_of(expr)
+            return value is not None and self.module_output(value, depth + 1)
+        if not isinstance(expr, cst.Call):
+            return False
+        name = callee_name(expr) or ""
+        return name in _MODEL_WORDS or bool(words(name) & _MODEL_WORDS)
+
     def returned_values(self, name: cst.Name) -> list[cst.BaseExpression] | None:
         """What ``name`` holds when its nearest plain binding before it is a call of one of this file's functions
         (``fg_mask = self.assign(x)``, ``_, fg_mask = self.get_assignments(x)``): the expressions that function
@@ -262,6 +274,8 @@ class Values:
                 return base
             return Kind.UNKNOWN
         if isinstance(expr, cst.Subscript):
+            if _hyperparameter(expr):
+                return Kind.HOST  # ``optimizer.param_groups[0]["lr"]``: a Python number (torch.optim's API)
             base = k(expr.value)
             # An element of a list or dict may be anything (``losses[-1]`` of a list of tensors).
             if base is Kind.HOST and self._holds_anything(expr.value, scope, at):
@@ -361,6 +375,10 @@ class Values:
         if before:
             if self._host_element(name.value, before[-1], table):
                 return Kind.HOST
+            if isinstance(before[-1].loop, cst.For) and isinstance(scope, cst.FunctionDef):
+                kind = self._keyword_values_kind(before[-1].loop, name.value, scope, depth)
+                if kind is not Kind.UNKNOWN:
+                    return kind
             if before[-1].value is None and isinstance(scope, cst.FunctionDef) and len(before) == 1:
                 return self._parameter_kind(scope, name.value, depth)
             return self._binding_kind(before[-1], found, scope, depth)
@@ -401,6 +419,16 @@ class Values:
         self._parameters_open.add(key)
         try:
             kinds = set()
+            for given in self._run_arguments(fn):  # what other files' per-step calls pass (runcalls.argument_kinds)
+                if any(where in ("*", "**") for where, _ in given):
+                    return Kind.UNKNOWN
+                passed = next((k for where, k in given if where == name), None) or \
+                    next((k for where, k in given if where == position), None)
+                if passed is None:
+                    return Kind.UNKNOWN  # its default
+                kinds.add(Kind(passed))
+                if len(kinds) > 1 or Kind.UNKNOWN in kinds:
+                    return Kind.UNKNOWN
             for call in callers.callers(fn):
                 if any(arg.star for arg in call.args):
                     return Kind.UNKNOWN
@@ -416,6 +444,47 @@ class Values:
             return kinds.pop() if kinds else Kind.UNKNOWN
         finally:
             self._parameters_open.discard(key)
+
+    def _keyword_values_kind(self, loop: cst.For, name: str, fn: cst.FunctionDef, depth: int) -> Kind:
+        """A value of ``**kwargs`` the loop walks (``for k, v in kwargs.items()``, ``for v in kwargs.values()``):
+        the kind every keyword argument the calls of ``fn`` pass there has (MetricLogger.update(loss=loss.item())
+        gets floats), else UNKNOWN (no call known, a ``**dict`` passed on, kinds that differ)."""
+        star = fn.params.star_kwarg
+        iterable, target = loop.iter, loop.target
+        if not isinstance(star, cst.Param) or not isinstance(iterable, cst.Call) or iterable.args or \
+                not isinstance(iterable.func, cst.Attribute) or dotted_name(iterable.func.value) != star.name.value:
+            return Kind.UNKNOWN
+        method = iterable.func.attr.value
+        pair = isinstance(target, cst.Tuple) and len(target.elements) == 2
+        if method == "items" and pair and dotted_name(target.elements[0].value) == name:
+            return Kind.HOST  # a keyword: a str
+        value = target if method == "values" else target.elements[1].value if method == "items" and pair else None
+        if dotted_name(value) != name if value is not None else True:
+            return Kind.UNKNOWN
+        named = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+        kinds: set[Kind] = set()
+        for given in self._run_arguments(fn):
+            for where, kind in given:
+                if where == "**":
+                    return Kind.UNKNOWN
+                if isinstance(where, str) and where != "*" and where not in named:
+                    kinds.add(Kind(kind))
+        callers = getattr(self, "callers", None)
+        for call in callers.callers(fn) if callers is not None and depth < _MAX_DEPTH - 3 else ():
+            for arg in call.args:
+                if arg.star == "**":
+                    return Kind.UNKNOWN
+                if arg.keyword is not None and arg.keyword.value not in named:
+                    kinds.add(self._kind(arg.value, self.scope_of(arg.value), None, depth + 1))
+        return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
+
+    def _run_arguments(self, fn: cst.FunctionDef) -> tuple:
+        """The arguments other files' per-step calls pass ``fn`` (FileContext.argument_kinds), by its qualified name
+        in this file (``f``, ``C.m``)."""
+        known = getattr(self.tree, "argument_kinds", None)
+        if not known:
+            return ()
+        return known.get(qualname(fn, self.tree) or "", ())
 
     def _module_number(self, name: str) -> bool:
         """``name`` is bound at module level only to number literals."""
@@ -686,6 +755,22 @@ def _not_tensor_here(table: ScopeBindings, name: str, at: int, before: list[Bind
         if tested == name and first <= at < end and not any(b.order >= first for b in before):
             return True
     return False
+
+
+# The hyperparameters of an optimizer's parameter group: Python numbers (``params`` holds the tensors).
+_HYPERPARAMETERS = frozenset({"lr", "initial_lr", "weight_decay", "momentum", "dampening", "eps", "betas", "alpha",
+                              "lr_scale"})
+
+
+def _hyperparameter(expr: cst.Subscript) -> bool:
+    """``opt.param_groups[0]["lr"]``, ``group["weight_decay"]`` of ``for group in opt.param_groups``' subscript."""
+    key = expr.slice[0].slice if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) else None
+    if key is None or not isinstance(key.value, cst.SimpleString) or key.value.value[1:-1] not in _HYPERPARAMETERS:
+        return False
+    base = expr.value
+    if isinstance(base, cst.Subscript):
+        base = base.value
+    return isinstance(base, cst.Attribute) and base.attr.value == "param_groups"
 
 
 def _own_returns(function: cst.FunctionDef) -> list[cst.Return]:
