@@ -616,3 +616,73 @@ def test_what_another_file_passes_a_parameter(tmp_path):
     assert not [site for site in found if site[0] == "utils.py" or site[2] == "TL502"]
     alone = write(tmp_path, {"utils.py": KEYWORDS.replace("loss=float(loss.detach().cpu()), lr=0.1", "loss=loss")})
     assert ("utils.py", 7, "TL101") in sites([alone["utils.py"]], tmp_path)  # a tensor passed: reported
+
+
+def test_a_method_of_an_object_another_file_passes_in(tmp_path):
+    """clovaai's validation(model, criterion, loader, converter, opt): train.py passes the converter it built, and
+    ``converter.decode(preds_index, ...)`` in the evaluation loop runs that class's decode on the predictions (the
+    file is not screened out: its project call is on a parameter the run says holds a module)."""
+    paths = write(tmp_path, {
+        "utils.py": """\
+            class Converter(object):
+                def __init__(self, chars):
+                    self.chars = chars
+
+                def decode(self, text_index, length):
+                    texts = []
+                    for index, l in enumerate(length):
+                        t = text_index[index, :]
+                        chars = []
+                        for i in range(l):
+                            if t[i] != 0:                     # line 11: a CUDA scalar's truth per character
+                                chars.append(self.chars[t[i]])
+                        texts.append("".join(chars))
+                    return texts
+            """,
+        "evaluate.py": """\
+            import torch
+
+            def validation(model, loader, converter):
+                for images, lengths in loader:
+                    _, preds_index = model(images.cuda()).max(2)
+                    strs = converter.decode(preds_index.data, lengths.tolist())
+                return strs
+            """,
+        "train.py": """\
+            import torch
+            from utils import Converter
+            from evaluate import validation
+
+            converter = Converter("abc")
+            model = torch.nn.Linear(4, 4).cuda()
+            for it, (x, y) in enumerate(loader):
+                model(x.cuda()).sum().backward()
+                if it % 100 == 0:
+                    validation(model, val_loader, converter)
+            """,
+    })
+    assert ("utils.py", 11, "TL103") in sites(paths.values(), tmp_path)
+
+
+def test_a_helper_that_never_names_torch(tmp_path):
+    """A helper module without ``import torch`` is still analysed when the run's per-step calls reach it: it gets
+    what they pass (a tensor: a sync; a numpy array: none)."""
+    helper = """\
+        def correct(out, y):
+            return (out.argmax(1) == y).sum().item()      # line 2
+        """
+    train = """\
+        import numpy as np
+        import torch
+        from metrics import correct
+
+        model = torch.nn.Linear(4, 4).cuda()
+        for x, y in loader:
+            out = model(x.cuda())
+            out.sum().backward()
+            hits = correct(ARG)
+        """
+    paths = write(tmp_path, {"metrics.py": helper, "train.py": train.replace("ARG", "out.detach(), y.cuda()")})
+    assert sites(paths.values(), tmp_path) == [("metrics.py", 2, "TL101")]
+    paths = write(tmp_path, {"metrics.py": helper, "train.py": train.replace("ARG", "np.asarray(x), np.asarray(y)")})
+    assert sites(paths.values(), tmp_path) == []

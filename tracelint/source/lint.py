@@ -338,7 +338,13 @@ def _lint_document(doc: PythonDocument | NotebookDocument, config: Config, fix: 
     # Files that never mention torch cannot hold a torch anti-pattern: skip before the screen and libcst, once
     # Python's parser has taken them (a file that does not parse is an error on every path: issue #34).
     if "torch" not in doc.text and parses(doc.text):
-        return [FileChecked(display)], None, True
+        if run is None:
+            return [FileChecked(display)], None, True
+        if not (run.entries or run.arguments or run.parameters):
+            # In a run it tells the others what it defines: a helper that never names torch may still be called
+            # every step with tensors (``def accuracy(out, y): return (out.argmax(1) == y).sum().item()``); then it
+            # is analysed with what the calls bring.
+            return [FileChecked(display)], _told(RunCalls(_examine(doc.text).defines), doc), True
     look = _examine(doc.text)
     if look.too_complex:
         return [InputError(display, "nested too deeply for Python's own parser: not analysed"),
@@ -350,8 +356,9 @@ def _lint_document(doc: PythonDocument | NotebookDocument, config: Config, fix: 
 
     if run is not None and look.sites is not None:
         run.defines = look.defines
-    # an entry point makes any body per-step; a pinned loader passed in makes any loop over a parameter a draw
-    found = look.sites if run is None or not (run.entries or run.pinned) else None
+    # an entry point makes any body per-step; a pinned loader passed in makes any loop over a parameter a draw; a
+    # module passed in makes a method call on a parameter a call of another file (``converter.decode(...)``)
+    found = look.sites if run is None or not (run.entries or run.pinned or run.parameters) else None
     codes = (code for code, rule_doc in catalog().items() if "source" in rule_doc.implemented_by)
     if found is not None and not any(may_report(code, found) for code in codes if wanted(code)):
         if run is None or PROJECT_CALL not in found:

@@ -124,9 +124,10 @@ class SourceRule(Rule):
         return loops.facts(self.ctx)
 
     def step_loop(self, node: cst.CSTNode) -> HotLoop | None:
-        """The per-step loop ``node`` runs in on every iteration, in a file that imports torch; else None."""
+        """The per-step loop ``node`` runs in on every iteration, in a file that imports torch or whose functions
+        other files of the run call every step (a helper given tensors need not import torch); else None."""
         facts = self.facts
-        return facts.hot_loop(node) if facts.imports_torch() else None
+        return facts.hot_loop(node) if facts.imports_torch() or self.ctx.entries else None
 
     def needs_host_value(self, node: cst.CSTNode) -> bool:
         """An environment step needs ``node``'s value on the host (``env.step(action.item())``)."""
