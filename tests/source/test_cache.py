@@ -282,7 +282,7 @@ def test_the_torch_version_the_project_pins_is_part_of_the_key(tmp_path, monkeyp
     from tracelint.source import project
     from tracelint.source.rules import precision
 
-    assert (project._PROJECT_FILES, project._PIN.pattern) == (precision._PROJECT_FILES, precision._PIN.pattern)
+    assert precision.pinned_torch is project.pinned_torch  # one reading of the pin, the rules' and the key's
     paths = write(tmp_path, {"train.py": """\
         import torch
         model = torch.nn.Linear(4096, 4096).cuda()
@@ -296,5 +296,4 @@ def test_the_torch_version_the_project_pins_is_part_of_the_key(tmp_path, monkeyp
     assert [f.code for f in results([paths["train.py"]], cache) if hasattr(f, "code")] == ["TL401"]
     (tmp_path / "requirements.txt").write_text("torch==1.10.0\n")
     project._pinned_in.cache_clear()
-    precision._pinned_in.cache_clear()
     assert [f.code for f in results([paths["train.py"]], cache) if hasattr(f, "code")] == ["TL303"]

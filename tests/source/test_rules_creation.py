@@ -20,6 +20,7 @@ def train(model, loader, device):
     ("torch.arange(16).cuda()", 'torch.arange(16, device="cuda")'),
     ("torch.ones(3).cuda(0)", "torch.ones(3, device=0)"),
     ("torch.full((2,), 7.0).to('cuda:1')", "torch.full((2,), 7.0, device='cuda:1')"),
+    ("torch.full((2,), 0).to('cuda:1')", "torch.full((2,), 0, device='cuda:1')"),  # a fill value of 0 is no size
     ("torch.eye(3, dtype=torch.bool).to(x.device, non_blocking=True)",
      "torch.eye(3, dtype=torch.bool, device=x.device)"),
     ("torch.zeros(3, device='cpu').to(device)", "torch.zeros(3, device=device)"),
@@ -56,6 +57,8 @@ def test_moves_with_other_arguments_are_reported_without_a_fix(lint, expr):
     "torch.zeros(4).to('cpu')",
     "torch.zeros(4).to(x)",                # .to(other tensor): the name does not say device
     "torch.zeros(4, device=device).to(torch.half)",
+    "torch.empty(0).to(x[0].device)",      # no element: nothing to fill or copy (DINO's MultiCropWrapper)
+    "torch.zeros((0, 4)).cuda()",
     # (a creation then shape or dtype methods, ``torch.zeros(4).float().cuda()``, is reported: test_flow.py)
 ])
 def test_not_a_host_built_tensor_moved(lint, expr):

@@ -35,7 +35,7 @@ def test_kwargs_dict_is_read_and_reported_without_a_fix(lint):
 
 
 def test_pinned_torch_before_2_0_has_no_foreach_default(lint, tmp_path):
-    from tracelint.source.rules.precision import _pinned_in
+    from tracelint.source.project import _pinned_in
 
     (tmp_path / "requirements.txt").write_text("torch==1.13.1\n", encoding="utf-8")
     _pinned_in.cache_clear()

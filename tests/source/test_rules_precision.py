@@ -152,7 +152,7 @@ def test_tl401_knows_torch_before_1_12_ran_tf32_by_default(lint, tmp_path):
     (tmp_path / "requirements.txt").write_text("numpy\ntorch==1.10.2\n", encoding="utf-8")
     assert lint(LOOP).codes("TL401") == []
     (tmp_path / "requirements.txt").write_text("torch==2.3.0\n", encoding="utf-8")
-    from tracelint.source.rules.precision import _pinned_in
+    from tracelint.source.project import _pinned_in
     _pinned_in.cache_clear()
     assert lint(LOOP).codes("TL401") == [("TL401", 7)]
 

@@ -37,9 +37,8 @@ def project_root(folder: Path) -> Path | None:
 
 def pinned_torch(path: str | Path) -> tuple[int, int] | None:
     """The torch version a project pins (``torch==1.10.0`` in the requirements.txt, pyproject.toml, setup.py,
-    setup.cfg or environment.yml nearest above ``path``), as (major, minor); None when none is pinned. TL401 reads
-    it (rules/precision.py keeps a copy of this function until it imports this one); the cache keys a file's
-    results by it."""
+    setup.cfg or environment.yml nearest above ``path``), as (major, minor); None when none is pinned. TL303 and
+    TL401 read it; the cache keys a file's results by it."""
     return _pinned_in(Path(path).resolve().parent)
 
 

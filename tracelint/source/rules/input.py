@@ -231,6 +231,8 @@ class TensorBuiltOnHost(SourceRule):
             device = args.get("device")
             if not args.known or device is not None and not _is_cpu_literal(device):
                 return None  # ``torch.zeros(n, device=d).to(torch.half)``; or ``**kwargs`` that may hold a device
+            if leaf in _SIZED_CREATION and _no_elements(expr):
+                return None  # ``torch.empty(0).to(x.device)``: nothing to fill or copy
             return expr, leaf, True
         if leaf in _LEGACY_CONSTRUCTORS:
             # sizes, not data (``torch.FloatTensor(obs)`` of an array is a copy of values the host has): filled in
@@ -271,6 +273,17 @@ _LEGACY_CONSTRUCTORS = frozenset({f"{kind}Tensor" for kind in ("Float", "Double"
                                                                  "Short", "Char", "Byte", "Bool")})
 # torch functions of one tensor computed where it is: a host tensor's result is on the host
 _HOST_FUNCTIONS = frozenset({"tril", "triu", "exp", "log", "sin", "cos", "sqrt", "abs", "outer", "flip", "diag"})
+
+
+_SIZED_CREATION = frozenset({"zeros", "ones", "empty", "full", "rand", "randn"})  # sizes first
+
+
+def _no_elements(call: cst.Call) -> bool:
+    """A creation given a literal size of 0 (``torch.empty(0)``, ``torch.zeros((0, 4))``): an empty tensor."""
+    sizes = [a.value for a in call.args if a.keyword is None and not a.star]
+    if sizes and (isinstance(sizes[0], (cst.Tuple, cst.List)) or callee_name(call) == "full"):
+        sizes = [e.value for e in sizes[0].elements] if isinstance(sizes[0], (cst.Tuple, cst.List)) else sizes[:1]
+    return any(is_literal(size, 0) for size in sizes)
 
 
 def _is_cpu_literal(expr: cst.BaseExpression) -> bool:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import libcst as cst
 
 from tracelint.engine import Fix
+from tracelint.source.project import pinned_torch
 from tracelint.source.rule import SourceRule
-from tracelint.source.rules.precision import pinned_torch
 from tracelint.source.semantic.calls import call_arguments, find_arg, is_literal, remove_argument, set_keyword
 from tracelint.source.semantic.model import callee_name, dotted_name, iter_descendants
 from tracelint.source.semantic.values import words

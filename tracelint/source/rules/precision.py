@@ -8,14 +8,12 @@ the files it imports and of the files that import it (``FileContext.program_prec
 """
 from __future__ import annotations
 
-import re
-from functools import lru_cache
 from itertools import pairwise
-from pathlib import Path
 
 import libcst as cst
 
 from tracelint.engine import Edit, Fix, Severity
+from tracelint.source.project import pinned_torch
 from tracelint.source.rule import SourceRule
 from tracelint.source.rules.convnets import ChannelsLastCheck, CudnnBenchmarkCheck
 from tracelint.source.rules.precision_settings import CHOICES, REDUCED, file_settings, matmul_bound
@@ -24,8 +22,6 @@ from tracelint.source.semantic.model import FileContext, callee_name, dotted_nam
 from tracelint.source.semantic.steps import is_step_call
 
 TF32_DEFAULT_UNTIL = (1, 12)  # torch 1.7-1.11 ran fp32 matmuls as TF32 on Ampere by default
-_PIN = re.compile(r"""^\s*["']?torch\s*(?:\[[^\]]*\])?\s*==\s*(\d+)\.(\d+)""", re.M)
-_PROJECT_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml")
 
 
 def program_settings(ctx: FileContext) -> frozenset[str]:
@@ -33,27 +29,6 @@ def program_settings(ctx: FileContext) -> frozenset[str]:
     read once, on its tree, for TL401 and TL404."""
     own = file_settings(ctx)
     return own | ctx.program_precision if ctx.program_precision is not None else own
-
-
-def pinned_torch(path: str) -> tuple[int, int] | None:
-    """The torch version a project pins (``torch==1.10.0`` in the requirements.txt, pyproject.toml, setup.py,
-    setup.cfg or environment.yml nearest above ``path``), as (major, minor); None when none is pinned."""
-    return _pinned_in(Path(path).resolve().parent)
-
-
-@lru_cache(maxsize=256)
-def _pinned_in(folder: Path) -> tuple[int, int] | None:
-    for name in _PROJECT_FILES:
-        try:
-            text = (folder / name).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        match = _PIN.search(text)
-        if match:
-            return int(match.group(1)), int(match.group(2))
-    if any((folder / root).exists() for root in (".git", "pyproject.toml", "setup.py")):
-        return None  # the project's root: look no higher
-    return _pinned_in(folder.parent) if folder.parent != folder else None
 
 
 class Fp32MatmulOffTensorCores(SourceRule):
