@@ -316,3 +316,42 @@ def test_a_graph_collate_defined_in_another_file_of_the_run(tmp_path):
     # the train file alone cannot know what dataset.collate returns: reported
     alone = [(f.location.line, f.code) for f in findings([tmp_path / "train.py"])]
     assert (6, "TL202") in alone
+
+
+def test_a_collate_that_builds_objects_pinning_cannot_pin(tmp_path):
+    """DETR's collate_fn (util/misc.py) turns the images into a NestedTensor, a class without a pin_memory() method:
+    DataLoader pinning returns it as it is, so pin_memory=True gains nothing. A class that has pin_memory() is pinned
+    (the near miss), and so is a loader whose collate builds plain tensors."""
+    misc = """\
+        import torch
+
+        class NestedTensor(object):
+            def __init__(self, tensors, mask):
+                self.tensors, self.mask = tensors, mask
+            PIN
+
+        def nested_tensor_from_tensor_list(tensor_list):
+            tensor = torch.stack(tensor_list)
+            return NestedTensor(tensor, torch.zeros_like(tensor, dtype=torch.bool))
+
+        def collate_fn(batch):
+            batch = list(zip(*batch))
+            batch[0] = nested_tensor_from_tensor_list(batch[0])
+            return tuple(batch)
+        """
+    train = """\
+        import torch
+        from torch.utils.data import DataLoader
+        import misc
+
+        loader = DataLoader(dataset, batch_size=2, num_workers=4, collate_fn=misc.collate_fn)
+        for samples, targets in loader:
+            model(samples.to("cuda")).sum().backward()
+            opt.step()
+        """
+    write(tmp_path, {"misc.py": misc.replace("PIN", ""), "train.py": train})
+    assert [f for f in findings([tmp_path]) if f.code == "TL202"] == []
+    pinnable = misc.replace("PIN", "def pin_memory(self):\n        return NestedTensor(self.tensors.pin_memory(), self.mask)")
+    write(tmp_path, {"misc.py": pinnable, "train.py": train})
+    assert [(Path(f.location.path).name, f.location.line) for f in findings([tmp_path]) if f.code == "TL202"] == \
+        [("train.py", 5)]

@@ -1,31 +1,32 @@
-"""The collate functions of a run's files that batch graphs (TL202: DataLoader pinning does not pin graph objects),
-found before the run's analysis."""
+"""The collate functions of a run's files whose batches pinning cannot pin (TL202: DataLoader pinning does not pin
+graph objects, nor objects of a class without a ``pin_memory`` method), found before the run's analysis."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from tracelint.source.limits import parsed_or_none
-from tracelint.source.vocab import GRAPH_BATCHING
 
 _GRAPH_WORDS = (b"dgl", b"torch_geometric")
 
 
 def graph_collates(paths: list[Path]) -> frozenset[str]:
-    """The names of the functions and methods of a run's files whose body batches graphs (``dgl.batch``, PyG's
-    ``Batch.from_data_list``): a DataLoader whose ``collate_fn`` is one of them (``collate_fn=dataset.collate``, the
-    dataset class defined in another module) yields graph objects, which pinning does not pin (TL202). Only files
-    that mention a graph library are parsed, before the run, so that ``--fix`` never adds ``pin_memory=True`` there;
-    a name is read as the model reads it (``FileContext.spelled_name``: through the file's imports and aliases)."""
+    """The names of the functions and methods of a run's files whose body builds batches pinning cannot pin
+    (items.unpinnable_batch: graphs batched by ``dgl.batch`` or PyG's ``Batch.from_data_list``, DETR's
+    ``NestedTensor``): a DataLoader whose ``collate_fn`` is one of them (``collate_fn=utils.collate_fn``, defined in
+    another module) gains nothing from ``pin_memory=True`` (TL202). Only files that mention a graph library, or a
+    collate function and a class, are parsed, before the run, so that ``--fix`` never adds ``pin_memory=True``
+    there."""
     names: set[str] = set()
     for path in paths:
         try:
             data = path.read_bytes()
         except OSError:
             continue
-        if not any(word in data for word in _GRAPH_WORDS):
+        if not any(word in data for word in _GRAPH_WORDS) and not (b"collate" in data and b"class " in data):
             continue
         import libcst as cst  # here: a run whose files mention no graph library never imports libcst for this
 
+        from tracelint.source.loader.items import unpinnable_batch
         from tracelint.source.semantic.model import FileContext, iter_descendants
 
         text = data.decode("utf-8", "replace")
@@ -34,8 +35,6 @@ def graph_collates(paths: list[Path]) -> frozenset[str]:
             continue
         ctx = FileContext(str(path), text, module)
         for node in iter_descendants(module):
-            if isinstance(node, cst.FunctionDef) and any(
-                    isinstance(call, cst.Call) and ctx.spelled_name(call.func) in GRAPH_BATCHING
-                    for call in iter_descendants(node)):
+            if isinstance(node, cst.FunctionDef) and unpinnable_batch(ctx, node.body):
                 names.add(node.name.value)
     return frozenset(names)
