@@ -686,3 +686,52 @@ def test_a_helper_that_never_names_torch(tmp_path):
     assert sites(paths.values(), tmp_path) == [("metrics.py", 2, "TL101")]
     paths = write(tmp_path, {"metrics.py": helper, "train.py": train.replace("ARG", "np.asarray(x), np.asarray(y)")})
     assert sites(paths.values(), tmp_path) == []
+
+
+def test_modules_stored_by_key_in_a_dict_a_factory_returns(tmp_path):
+    """DETR's build() returns ``postprocessors = {"bbox": PostProcess()}`` with ``postprocessors["segm"] =
+    PostProcessSegm()`` added under ``--masks``; main.py passes the dict to engine.evaluate, whose evaluation loop
+    calls ``postprocessors["segm"](...)``: PostProcessSegm.forward runs every evaluation batch."""
+    paths = write(tmp_path, {
+        "models/__init__.py": "from .post import build\n\n\ndef build_model(args):\n    return build(args)\n",
+        "models/post.py": """\
+            import torch
+            import torch.nn as nn
+
+            class PostProcess(nn.Module):
+                def forward(self, outputs, sizes):
+                    return outputs
+
+            class PostProcessSegm(nn.Module):
+                def forward(self, results, outputs, sizes):
+                    return [label.item() for label in outputs.argmax(-1)[0]]     # line 10
+
+            def build(args):
+                postprocessors = {"bbox": PostProcess()}
+                if args.masks:
+                    postprocessors["segm"] = PostProcessSegm()
+                return nn.Linear(4, 4), postprocessors
+            """,
+        "engine.py": """\
+            import torch
+
+            @torch.no_grad()
+            def evaluate(model, postprocessors, loader):
+                for samples, sizes in loader:
+                    outputs = model(samples.to("cuda"))
+                    results = postprocessors["bbox"](outputs, sizes)
+                    results = postprocessors["segm"](results, outputs, sizes)
+                return results
+            """,
+        "main.py": """\
+            import torch
+            from models import build_model
+            from engine import evaluate
+
+            model, postprocessors = build_model(args)
+            model.to("cuda")
+            for epoch in range(10):
+                evaluate(model, postprocessors, loader)
+            """,
+    })
+    assert ("models/post.py", 10, "TL101") in sites(paths.values(), tmp_path)

@@ -83,6 +83,7 @@ class CallIndex:
         self.iterated: dict[str, list[cst.BaseExpression]] = {}
         self.classes: dict[str, list[cst.ClassDef]] = {}
         self.unpacked: dict[str, list[tuple[cst.BaseExpression, int]]] = {}  # ``a, b = f()``: a -> (f(), 0)
+        self.stored: dict[str, list[cst.BaseExpression]] = {}  # ``heads["segm"] = Segm()``: heads -> Segm()
         parents = getattr(tree, "parents", None)  # FileContext.parents (another tree: none recorded)
         stack: list[cst.CSTNode] = [tree.module]
         # Dispatch on the exact node type: isinstance against libcst's classes goes through ABCMeta (most of the
@@ -118,6 +119,8 @@ class CallIndex:
         elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and \
                 target.value.value in _SELF:
             self.attributes.setdefault(target.attr.value, []).append(value)
+        elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+            self.stored.setdefault(target.value.value, []).append(value)
         elif isinstance(target, (cst.Tuple, cst.List)):
             pairs = isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements)
             for i, element in enumerate(target.elements):
@@ -216,6 +219,8 @@ class Modules:
                 self._holds(value, found, seen, depth + 1, i)
             for source in index.iterated.get(expr.value, ()) if element is None else ():
                 self._members(source, found, seen, depth + 1)
+            for value in index.stored.get(expr.value, ()) if element is None else ():
+                self._holds(value, found, seen, depth + 1)  # a member stored by key: what the container holds
         elif isinstance(expr, cst.BooleanOperation):  # ``sampler or UniformSampler()``
             self._holds(expr.left, found, seen, depth + 1, element)
             self._holds(expr.right, found, seen, depth + 1, element)
@@ -341,6 +346,8 @@ class Modules:
         elif isinstance(container, (cst.Name, cst.Attribute)):
             if isinstance(container, cst.Name):
                 found.extend(self._passed(container.value))
+                for value in self.index.stored.get(container.value, ()):
+                    self._holds(value, found, seen, depth + 1)  # ``heads["segm"] = Segm()``
             for value in self._bound_values(container):
                 self._members(value, found, seen, depth + 1)
 
