@@ -351,7 +351,8 @@ def test_a_collate_that_builds_objects_pinning_cannot_pin(tmp_path):
         """
     write(tmp_path, {"misc.py": misc.replace("PIN", ""), "train.py": train})
     assert [f for f in findings([tmp_path]) if f.code == "TL202"] == []
-    pinnable = misc.replace("PIN", "def pin_memory(self):\n        return NestedTensor(self.tensors.pin_memory(), self.mask)")
+    pinnable = misc.replace(
+        "PIN", "def pin_memory(self):\n        return NestedTensor(self.tensors.pin_memory(), self.mask)")
     write(tmp_path, {"misc.py": pinnable, "train.py": train})
     assert [(Path(f.location.path).name, f.location.line) for f in findings([tmp_path]) if f.code == "TL202"] == \
         [("train.py", 5)]

@@ -688,12 +688,16 @@ def test_a_helper_that_never_names_torch(tmp_path):
     assert sites(paths.values(), tmp_path) == []
 
 
-def test_modules_stored_by_key_in_a_dict_a_factory_returns(tmp_path):
+@pytest.mark.parametrize("package, imported", [
+    ("from .post import build\n\n\ndef build_model(args):\n    return build(args)\n", "build_model"),  # DETR's
+    ("from .post import build\n", "build"),  # a factory the package re-exports
+])
+def test_modules_stored_by_key_in_a_dict_a_factory_returns(tmp_path, package, imported):
     """DETR's build() returns ``postprocessors = {"bbox": PostProcess()}`` with ``postprocessors["segm"] =
     PostProcessSegm()`` added under ``--masks``; main.py passes the dict to engine.evaluate, whose evaluation loop
     calls ``postprocessors["segm"](...)``: PostProcessSegm.forward runs every evaluation batch."""
     paths = write(tmp_path, {
-        "models/__init__.py": "from .post import build\n\n\ndef build_model(args):\n    return build(args)\n",
+        "models/__init__.py": package,
         "models/post.py": """\
             import torch
             import torch.nn as nn
@@ -725,13 +729,13 @@ def test_modules_stored_by_key_in_a_dict_a_factory_returns(tmp_path):
             """,
         "main.py": """\
             import torch
-            from models import build_model
+            from models import IMPORTED
             from engine import evaluate
 
-            model, postprocessors = build_model(args)
+            model, postprocessors = IMPORTED(args)
             model.to("cuda")
             for epoch in range(10):
                 evaluate(model, postprocessors, loader)
-            """,
+            """.replace("IMPORTED", imported),
     })
     assert ("models/post.py", 10, "TL101") in sites(paths.values(), tmp_path)

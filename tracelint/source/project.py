@@ -278,6 +278,9 @@ def factory_classes(target: str, element: int | None, caller: _Module, modules: 
         fn = _function(callers, member) or _function(callers, member.rsplit(".", 1)[-1])
         if fn is not None:
             classes |= _classes(callers, fn, element, module.path, modules, index, depth)
+        elif member in callers.tree.imports:  # a package's ``from .post import build``: the module it re-exports
+            classes |= factory_classes(callers.tree.imports[member], element, _Module(module.path, _parts(module.path)),
+                                       modules, index, depth + 1)
     return classes
 
 
