@@ -739,3 +739,29 @@ def test_modules_stored_by_key_in_a_dict_a_factory_returns(tmp_path, package, im
             """.replace("IMPORTED", imported),
     })
     assert ("models/post.py", 10, "TL101") in sites(paths.values(), tmp_path)
+
+
+def test_a_module_buffer_is_a_tensor_on_the_module_device(tmp_path):
+    """MoCo's ``self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))``: ``int(self.queue_ptr)`` in
+    forward reads a CUDA tensor every step once the model is on the GPU; a plain Python attribute does not."""
+    text = """\
+        import torch
+        import torch.nn as nn
+
+        class Queue(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))
+                self.count = 0
+
+            def forward(self, x):
+                ptr = int(self.queue_ptr)                 # line 11
+                seen = int(self.count)
+                return x[ptr:] .sum() + seen
+
+        model = Queue().cuda()
+        for x in loader:
+            model(x.cuda()).backward()
+        """
+    paths = write(tmp_path, {"moco.py": text})
+    assert sites(paths.values(), tmp_path) == [("moco.py", 11, "TL103")]

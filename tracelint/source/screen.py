@@ -324,6 +324,7 @@ class _Screen:
         self.biased: set[str] = set()  # BIASED_NORM: "conv" / "linear" given no bias=False, "norm" / "flat-norm"
         self.steppy = False  # the file has a loop that may be a training loop (_steppy_loop)
         self.functions: set[str] = set()  # the names of the file's own functions and methods
+        self.buffers: set[str] = set()  # ``self.register_buffer("queue_ptr", ...)``: tensors (values.Values._buffers)
         self.sizes: list[tuple[ast.expr, ast.AST]] = []  # the sizes given to Linear/Embedding/ConvNd (OFF_TILE)
         self.off_tile_callees: set[str] = set()  # the names of the callees given an off-tile literal
         self.off_tile_literal = False  # an off-tile integer literal anywhere in the file
@@ -399,6 +400,8 @@ class _Screen:
                         self.loop_calls.append((name, loops))
                     if fn is not None:
                         self.calls_in.setdefault(fn, set()).add(name)
+                    if name == "register_buffer" and node.args and _is_str(node.args[0]):
+                        self.buffers.add(node.args[0].value)  # type: ignore[attr-defined]
             elif isinstance(node, ast.Constant) and type(node.value) is int and _off_tile(node.value):
                 self.off_tile_literal = True
             elif isinstance(node, ast.ExceptHandler) and node.name:
@@ -567,6 +570,8 @@ class _Screen:
             values = self.values.get(scope, {}).get(expr.id, ())
             return any(self._may_tensor(v, scope, depth + 1) for v in values)
         if isinstance(expr, ast.Attribute):
+            if expr.attr in self.buffers and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+                return True
             return expr.attr not in HOST_ATTRS and self._may_tensor(expr.value, scope, depth + 1)
         if isinstance(expr, (ast.Subscript, ast.Starred)):
             return self._may_tensor(expr.value, scope, depth + 1)

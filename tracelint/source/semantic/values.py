@@ -19,7 +19,7 @@ import libcst as cst
 from tracelint.source.semantic.bindings import Binding, ScopeBindings, names_in
 from tracelint.source.semantic.callers import qualname
 from tracelint.source.semantic.calls import literal
-from tracelint.source.semantic.model import callee_name, dotted_name, iter_children
+from tracelint.source.semantic.model import callee_name, dotted_name, iter_children, iter_descendants
 from tracelint.source.vocab import DEVICE_MODULES as _DEVICE_MODULES
 from tracelint.source.vocab import DEVICE_NAMES as _DEVICE_NAMES
 from tracelint.source.vocab import DEVICE_SUBSTRINGS as _DEVICE_SUBSTRINGS
@@ -165,6 +165,7 @@ class Values:
         self._functions: dict[str, cst.FunctionDef] | None = None
         self._configs: dict[tuple[str, cst.Call], bool] = {}
         self._parameters_open: set[tuple[cst.FunctionDef, str]] = set()  # parameters being judged (recursion)
+        self._buffer_names: frozenset[str] | None = None  # _buffers
 
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The function (or module) whose bindings ``node`` sees."""
@@ -207,6 +208,20 @@ class Values:
             return False
         name = callee_name(expr) or ""
         return name in _MODEL_WORDS or bool(words(name) & _MODEL_WORDS)
+
+    def _buffers(self) -> frozenset[str]:
+        """The names the file's modules register as buffers (``self.register_buffer("queue_ptr", torch.zeros(1))``):
+        ``self.queue_ptr`` is a tensor wherever the module is (on the GPU with it)."""
+        if self._buffer_names is None:
+            source = getattr(self.tree, "source", "")
+            found = set()
+            if "register_buffer" in source:
+                for node in iter_descendants(self.tree.module):
+                    if isinstance(node, cst.Call) and callee_name(node) == "register_buffer" and node.args and \
+                            isinstance(node.args[0].value, cst.SimpleString):
+                        found.add(node.args[0].value.value[1:-1])
+            self._buffer_names = frozenset(found)
+        return self._buffer_names
 
     def returned_values(self, name: cst.Name) -> list[cst.BaseExpression] | None:
         """What ``name`` holds when its nearest plain binding before it is a call of one of this file's functions
@@ -272,6 +287,9 @@ class Values:
             base = k(expr.value)
             if expr.attr.value in _SAME_ATTRS or base is Kind.TENSOR:
                 return base
+            if isinstance(expr.value, cst.Name) and expr.value.value == "self" and \
+                    expr.attr.value in self._buffers():
+                return Kind.TENSOR  # a module's buffer: a tensor that moves with the module (MoCo's queue_ptr)
             return Kind.UNKNOWN
         if isinstance(expr, cst.Subscript):
             if _hyperparameter(expr):
