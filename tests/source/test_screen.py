@@ -19,6 +19,7 @@ from tracelint.source.rule import SourceRule, run_rules
 from tracelint.source.screen import (
     DATA_DEPENDENT_CALL,
     DATALOADER,
+    ELEMENT_LOOP,
     FORMAT,
     ITEM,
     MASK_INDEX,
@@ -196,6 +197,9 @@ def test_ordinary_clean_code_is_screened_out():
      "    def move():\n        return x.to(dev)\n", PINNED_COPY),
     ("opt.zero_grad(False)\n", ZERO_GRAD),
     ("def training_step(self, batch, i):\n    return self(batch).item()\n", ITEM),
+    # improved-diffusion's resampler: a comprehension over batches that walks each one's elements (TL502 reports it)
+    ("def update(ts_batches, sizes):\n    return [x.item() for y, bs in zip(ts_batches, sizes) for x in y[:bs]]\n",
+     ELEMENT_LOOP),
 ])
 def test_sites_are_found(source, kind):
     assert kind in screen("import torch\n" + source)

@@ -661,12 +661,18 @@ class _Screen:
                 hot, loop, step = False, None, False
             elif isinstance(node, _LOOPS):
                 element = _element_loop(node)
-                if step and ELEMENT_LOOP not in self.found and element:
-                    self.found.add(ELEMENT_LOOP)
+                statement = isinstance(node, (ast.For, ast.AsyncFor, ast.While))
                 over_range = element and isinstance(getattr(node, "iter", None), ast.Call) and \
                     ast_dotted_name(node.iter.func) == "range"  # for i in range(batch_size): x[i] is no training loop
-                if not over_range and isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and _steppy_loop(node):
+                steppy = not over_range and _steppy_loop(node)
+                # a comprehension over batches that walks each one's elements is both (the model judges its
+                # generators as loops: ``[x.item() for y, n in zip(batches, sizes) for x in y[:n]]``)
+                if (step or steppy and not statement) and ELEMENT_LOOP not in self.found and element:
+                    self.found.add(ELEMENT_LOOP)
+                if steppy and statement:
                     self.steppy = step = True
+                elif steppy:
+                    self.steppy = True
                 hot = hot or node in self.hot_loops
                 if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                     loop = node
