@@ -356,3 +356,34 @@ def test_a_collate_that_builds_objects_pinning_cannot_pin(tmp_path):
     write(tmp_path, {"misc.py": pinnable, "train.py": train})
     assert [(Path(f.location.path).name, f.location.line) for f in findings([tmp_path]) if f.code == "TL202"] == \
         [("train.py", 5)]
+
+
+def test_a_method_a_subclass_inherits_runs_where_the_subclass_calls_it(tmp_path):
+    """``self.log_metrics(loss)`` in ``Trainer(BaseTrainer)``'s loop runs BaseTrainer.log_metrics every step; a
+    same-named method of an unrelated class does not run, nor does the base's when the subclass overrides it."""
+    text = textwrap.dedent("""\
+        import torch
+
+        class BaseTrainer:
+            def log_metrics(self, loss):
+                self.last = loss.item()          # line 5
+
+        class Trainer(BaseTrainer):
+            def train(self, model, loader, opt):
+                for x in loader:
+                    loss = model(x.cuda()).sum()
+                    loss.backward()
+                    opt.step()
+                    self.log_metrics(loss)
+
+        class Other:
+            def log_metrics(self, loss):
+                return loss.item()               # line 17
+        """)
+    (tmp_path / "t.py").write_text(text)
+    assert [(f.location.line, f.code) for f in findings([tmp_path / "t.py"])] == [(5, "TL101")]
+    overridden = text.replace("    def train(self, model, loader, opt):",
+                              "    def log_metrics(self, loss):\n        self.last = loss\n\n"
+                              "    def train(self, model, loader, opt):")
+    (tmp_path / "t.py").write_text(overridden)
+    assert [(f.location.line, f.code) for f in findings([tmp_path / "t.py"])] == []

@@ -443,7 +443,7 @@ class Callers:
                     continue
                 receiver = func.value
                 if isinstance(receiver, cst.Name) and receiver.value in _SELF:
-                    if index.inside(call, owner):
+                    if index.inside(call, owner) or any(index.inside(call, sub) for sub in self._heirs(owner, name)):
                         found.append(call)
                 elif dotted_name(receiver) == owner.name.value or self._instance_of(receiver, owner) or \
                         self._module_of(receiver, owner):
@@ -463,6 +463,25 @@ class Callers:
         if source is not None and f"def {name}(" not in source and f"def {name} (" not in source:
             return []  # the file defines no function of that name (no module walk)
         return [fn for fn in self.index.functions_named.get(name, ()) if any(c is call for c in self.callers(fn))]
+
+    def _heirs(self, cls: cst.ClassDef, method: str) -> list[cst.ClassDef]:
+        """The classes of the file that inherit ``method`` from ``cls`` (subclasses, directly or not, that do not
+        define it themselves): ``self.log_metrics(loss)`` in ``Trainer(BaseTrainer)`` runs BaseTrainer's."""
+        classes = [c for group in self.index.classes.values() for c in group]
+        heirs: list[cst.ClassDef] = []
+        parents = {cls.name.value}
+        grown = True
+        while grown:
+            grown = False
+            for c in classes:
+                if c in heirs or c is cls or not any(dotted_name(b.value) in parents for b in c.bases):
+                    continue
+                if any(isinstance(s, cst.FunctionDef) and s.name.value == method for s in c.body.body):
+                    continue  # it overrides the method: its own runs (and its subclasses inherit that one)
+                heirs.append(c)
+                parents.add(c.name.value)
+                grown = True
+        return heirs
 
     def _module_of(self, receiver: cst.BaseExpression, cls: cst.ClassDef) -> bool:
         """``self.grid.build(x)`` where ``self.grid = Grid()`` (Modules: attributes bound in any method, factories,
