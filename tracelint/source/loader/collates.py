@@ -24,17 +24,16 @@ def graph_collates(paths: list[Path]) -> frozenset[str]:
             continue
         if not any(word in data for word in _GRAPH_WORDS) and not (b"collate" in data and b"class " in data):
             continue
-        import libcst as cst  # here: a run whose files mention no graph library never imports libcst for this
-
+        # here: a run whose files mention no graph library, nor a collate and a class, never imports libcst for this
+        from tracelint.source.loader.index import FileIndex
         from tracelint.source.loader.items import unpinnable_batch
-        from tracelint.source.semantic.model import FileContext, iter_descendants
+        from tracelint.source.semantic.model import FileContext
 
         text = data.decode("utf-8", "replace")
         module = parsed_or_none(text)
         if module is None:
             continue
-        ctx = FileContext(str(path), text, module)
-        for node in iter_descendants(module):
-            if isinstance(node, cst.FunctionDef) and unpinnable_batch(ctx, node.body):
-                names.add(node.name.value)
+        index = FileIndex(FileContext(str(path), text, module))
+        names.update(name for name, functions in index.functions.items()
+                     if any(unpinnable_batch(index, fn.body) for fn in functions))
     return frozenset(names)

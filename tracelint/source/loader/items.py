@@ -7,7 +7,7 @@ import libcst as cst
 from tracelint.source.loader.arguments import COLLATE_POS, DATASET_POS
 from tracelint.source.loader.index import FileIndex
 from tracelint.source.semantic.calls import Arguments, is_literal
-from tracelint.source.semantic.model import FileContext, callee_name, dotted_name, iter_descendants
+from tracelint.source.semantic.model import callee_name, dotted_name, iter_descendants
 from tracelint.source.vocab import GRAPH_BATCHING
 
 # Cheap items (TL201): a dataset of tensors held in memory, indexed without per-item CPU work.
@@ -173,44 +173,34 @@ class Items:
             return False
         if _last_name(collate) in self.ctx.graph_collates:  # defined in another file of the run
             return True
-        return any(unpinnable_batch(self.ctx, body) for body in self._callable_bodies(collate))
+        return any(unpinnable_batch(self.index, body) for body in self._callable_bodies(collate))
 
 
-def unpinnable_batch(ctx: FileContext, body: cst.CSTNode) -> bool:
+def unpinnable_batch(index: FileIndex, body: cst.CSTNode) -> bool:
     """A collate function's ``body`` builds what DataLoader pinning leaves in pageable memory: graphs batched by
     dgl or PyG, or an object of a class of the file that has no ``pin_memory`` method (DETR's ``NestedTensor``,
     built by a function of the file: pinning pins tensors, mappings, sequences and objects with a ``pin_memory()``
-    method, and returns anything else as it is)."""
+    method, and returns anything else as it is). Classes and functions are the file's, by name (``index``)."""
+    ctx = index.ctx
     for node in iter_descendants(body):
         if not isinstance(node, cst.Call):
             continue
-        if ctx.spelled_name(node.func) in GRAPH_BATCHING or _unpinnable_class(ctx, node.func):
+        if ctx.spelled_name(node.func) in GRAPH_BATCHING or _unpinnable_class(index, node.func):
             return True
         if isinstance(node.func, cst.Name):  # a function of the file that returns such an object
-            for function in _module_functions(ctx).get(node.func.value, ()):
+            for function in index.functions.get(node.func.value, ()):
                 returns = [r.value for r in iter_descendants(function.body) if isinstance(r, cst.Return)]
-                if any(isinstance(r, cst.Call) and _unpinnable_class(ctx, r.func) for r in returns):
+                if any(isinstance(r, cst.Call) and _unpinnable_class(index, r.func) for r in returns):
                     return True
     return False
 
 
-def _module_functions(ctx: FileContext) -> dict[str, list[cst.FunctionDef]]:
-    return ctx.memo("module-functions", lambda c: _by_name(c.module.body, cst.FunctionDef))
-
-
-def _by_name(body, kind) -> dict[str, list]:
-    found: dict[str, list] = {}
-    for stmt in body:
-        if isinstance(stmt, kind):
-            found.setdefault(stmt.name.value, []).append(stmt)
-    return found
-
-
-def _unpinnable_class(ctx: FileContext, func: cst.BaseExpression) -> bool:
-    """``func`` names a module-level class of the file with no base but ``object`` and no ``pin_memory`` method."""
+def _unpinnable_class(index: FileIndex, func: cst.BaseExpression) -> bool:
+    """``func`` names the one class of the file of that name, with no base but ``object`` and no ``pin_memory``
+    method."""
     if not isinstance(func, cst.Name):
         return False
-    classes = ctx.memo("module-classes", lambda c: _by_name(c.module.body, cst.ClassDef)).get(func.value, ())
+    classes = index.classes.get(func.value, ())
     return len(classes) == 1 and all(dotted_name(base.value) == "object" for base in classes[0].bases) and not any(
         isinstance(s, cst.FunctionDef) and s.name.value == "pin_memory" for s in classes[0].body.body)
 

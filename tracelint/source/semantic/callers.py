@@ -436,6 +436,7 @@ class Callers:
         if name == "__init__" and isinstance(owner, cst.ClassDef):  # ``C(...)`` runs ``C.__init__``
             found += [call for call in index.calls.get(owner.name.value, ())
                       if isinstance(call.func, cst.Name) and tree.qualified_name(call.func) is None]
+        heirs: list[cst.ClassDef] | None = None  # the subclasses that inherit it, found at the first ``self.name()``
         for call in index.calls.get(name, ()):
             func = call.func
             if isinstance(owner, cst.ClassDef):
@@ -443,7 +444,9 @@ class Callers:
                     continue
                 receiver = func.value
                 if isinstance(receiver, cst.Name) and receiver.value in _SELF:
-                    if index.inside(call, owner) or any(index.inside(call, sub) for sub in self._heirs(owner, name)):
+                    if heirs is None:
+                        heirs = self._heirs(owner, name)
+                    if index.inside(call, owner) or any(index.inside(call, sub) for sub in heirs):
                         found.append(call)
                 elif dotted_name(receiver) == owner.name.value or self._instance_of(receiver, owner) or \
                         self._module_of(receiver, owner):

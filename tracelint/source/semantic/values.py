@@ -19,7 +19,7 @@ import libcst as cst
 from tracelint.source.semantic.bindings import Binding, ScopeBindings, names_in
 from tracelint.source.semantic.callers import qualname
 from tracelint.source.semantic.calls import literal
-from tracelint.source.semantic.model import callee_name, dotted_name, iter_children, iter_descendants
+from tracelint.source.semantic.model import callee_name, dotted_name, iter_children
 from tracelint.source.vocab import DEVICE_MODULES as _DEVICE_MODULES
 from tracelint.source.vocab import DEVICE_NAMES as _DEVICE_NAMES
 from tracelint.source.vocab import DEVICE_SUBSTRINGS as _DEVICE_SUBSTRINGS
@@ -128,10 +128,16 @@ def _callee_kind(name: str) -> Kind:
     parts = WORD.findall(name)
     if parts and parts[-1].lower() in _HOST_CALL_WORDS:
         return Kind.HOST
-    found = words(name)
-    if name in _MODEL_WORDS or found & _MODEL_WORDS:
+    if _names_a_model(name):
+        found = words(name)
         return Kind.UNKNOWN if found & _BUILD_WORDS and found & _MODULE_NOUNS else Kind.TENSOR  # load_model(...)
     return Kind.UNKNOWN
+
+
+def _names_a_model(name: str) -> bool:
+    """A callee named like a module (``model``, ``self.net``, ``criterion``, ``policy_head``): what it returns is the
+    module's output."""
+    return name in _MODEL_WORDS or bool(words(name) & _MODEL_WORDS)
 
 
 def is_number(expr: cst.BaseExpression) -> bool:
@@ -206,21 +212,17 @@ class Values:
             return value is not None and self.module_output(value, depth + 1)
         if not isinstance(expr, cst.Call):
             return False
-        name = callee_name(expr) or ""
-        return name in _MODEL_WORDS or bool(words(name) & _MODEL_WORDS)
+        return _names_a_model(callee_name(expr) or "")
 
     def _buffers(self) -> frozenset[str]:
         """The names the file's modules register as buffers (``self.register_buffer("queue_ptr", torch.zeros(1))``):
         ``self.queue_ptr`` is a tensor wherever the module is (on the GPU with it)."""
         if self._buffer_names is None:
-            source = getattr(self.tree, "source", "")
-            found = set()
-            if "register_buffer" in source:
-                for node in iter_descendants(self.tree.module):
-                    if isinstance(node, cst.Call) and callee_name(node) == "register_buffer" and node.args and \
-                            isinstance(node.args[0].value, cst.SimpleString):
-                        found.add(node.args[0].value.value[1:-1])
-            self._buffer_names = frozenset(found)
+            callers = getattr(self, "callers", None)  # its call index holds the file's calls by name: no new walk
+            calls = callers.index.calls.get("register_buffer", ()) if callers is not None and \
+                "register_buffer" in getattr(self.tree, "source", "") else ()
+            self._buffer_names = frozenset(call.args[0].value.value[1:-1] for call in calls
+                                           if call.args and isinstance(call.args[0].value, cst.SimpleString))
         return self._buffer_names
 
     def returned_values(self, name: cst.Name) -> list[cst.BaseExpression] | None:
