@@ -183,6 +183,7 @@ class Modules:
         self.made: set[tuple[str, int | None]] = set()  # factory calls of other files this file's modules come from
         self._held: dict[int, tuple[cst.BaseExpression | str, ...]] = {}
         self._returns: dict[cst.FunctionDef, list[cst.BaseExpression]] = {}
+        self._by_parameter: dict[str, list[str]] | None = None  # _passed's table
 
     def constructors(self, func: cst.BaseExpression) -> tuple[cst.BaseExpression | str, ...]:
         """The callee expressions (``Net``, ``models.Net``) of the constructor calls whose instance ``func`` may
@@ -278,20 +279,20 @@ class Modules:
         """The classes other files of the run pass as parameter ``name`` of this file's functions."""
         if not self.parameters:
             return []
-        found: list[str] = []
-        for fn in self.index.functions:
-            given = self.parameters.get(qualname(fn, self.index.tree) or "")
-            if not given:
-                continue
-            params = [*fn.params.posonly_params, *fn.params.params]
-            names = [p.name.value for p in params]
-            if name not in names and name not in {p.name.value for p in fn.params.kwonly_params}:
-                continue
-            position = names.index(name) - (1 if names[:1] in (["self"], ["cls"]) else 0) if name in names else None
-            found.extend(given.get(name, ()))
-            if position is not None:
-                found.extend(given.get(position, ()))
-        return found
+        table = self._by_parameter
+        if table is None:  # parameter name -> what is passed as it, by keyword or position: one pass over the defs
+            table = self._by_parameter = {}
+            for fn in self.index.functions:
+                given = self.parameters.get(qualname(fn, self.index.tree) or "")
+                if not given:
+                    continue
+                names = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
+                shift = 1 if names[:1] in (["self"], ["cls"]) else 0
+                for position, each in enumerate(names):
+                    table.setdefault(each, []).extend((*given.get(each, ()), *given.get(position - shift, ())))
+                for param in fn.params.kwonly_params:
+                    table.setdefault(param.name.value, []).extend(given.get(param.name.value, ()))
+        return table.get(name, [])
 
     def _factories(self, call: cst.Call) -> list[cst.FunctionDef]:
         """The functions of this file ``call`` calls by name (``build(cfg)``: a module-level or nested ``def``
