@@ -765,3 +765,89 @@ def test_a_module_buffer_is_a_tensor_on_the_module_device(tmp_path):
         """
     paths = write(tmp_path, {"moco.py": text})
     assert sites(paths.values(), tmp_path) == [("moco.py", 11, "TL103")]
+
+
+def test_a_dim_keyword_is_torch_and_an_except_handler_binding_is_the_rare_path(tmp_path):
+    """YOLOX's label assignment: ``nlabel = (labels.sum(dim=2) > 0).sum(dim=1)`` of a parameter of unknown kind is a
+    tensor (``dim=`` is torch's; numpy says ``axis=``), so ``int(nlabel[i])`` per image reads the GPU; and ``fg_mask``
+    bound by ``try: ... = self.assign(...)`` holds the mask that method returns on the common path even though the
+    ``except`` handler binds it again (YOLOX's handler retries on the CPU after an out-of-memory error). The near
+    miss: ``axis=`` (numpy's spelling) proves nothing."""
+    text = """\
+        import torch
+        import torch.nn as nn
+        from data import prepare
+
+        class Head(nn.Module):
+            def assign(self, boxes, mode="gpu"):
+                if mode == "cpu":
+                    boxes = boxes.cpu()
+                fg = boxes.sum(1) > 0
+                return boxes, fg
+
+            def losses(self, labels, boxes, preds):
+                nlabel = (labels.sum(dim=2) > 0).sum(dim=1)
+                counts = (labels.sum(axis=2) > 0).sum(axis=1)
+                for i in range(preds.shape[0]):
+                    n = int(nlabel[i])                     # line 16
+                    m = int(counts[i])
+                    try:
+                        _, fg_mask = self.assign(boxes)
+                    except RuntimeError:
+                        fg_mask = None                     # (skips the image)
+                        continue
+                    picked = preds[i][fg_mask]             # line 23
+                return picked.sum() + n + m
+
+            def forward(self, x, labels, boxes):
+                return self.losses(labels, boxes, x * 2)
+
+        head = Head().cuda()
+        for batch in loader:
+            x, labels, boxes = prepare(batch)
+            head(x.cuda(), labels, boxes).backward()
+        """
+    paths = write(tmp_path, {"head.py": text})
+    assert sites(paths.values(), tmp_path) == [("head.py", 15, "TL502"), ("head.py", 16, "TL103"),
+                                               ("head.py", 23, "TL106")]
+
+
+SELF_TEST = """\
+    import torch
+    import torch.nn as nn
+
+    class SplitLoss(nn.Module):
+        def forward(self, w, h):
+            return (h @ w.t()).logsumexp(dim=1).mean()
+
+    if __name__ == "__main__":
+        if torch.cuda.is_available():
+            torch.cuda.manual_seed(42)
+        crit = SplitLoss(){move}
+        losses = []
+        for _ in range(10):
+            loss = crit(torch.randn(8, 4{device}), torch.randn(2, 4{device}))
+            losses.append(loss.item())                  # line 15
+            loss.backward()
+    """
+
+
+@pytest.mark.parametrize("move", [False, True])
+def test_a_library_modules_self_test_on_the_cpu_is_not_training(tmp_path, move):
+    """awd-lstm's splitcross.py ends in a ``__main__`` self-test on the CPU (the file names torch.cuda only to seed
+    it); main.py imports the loss and calls it every step on the GPU. The self-test's loop is no per-step loop of
+    the run: nothing in the file places anything on a device and it imports only libraries, so run on its own the
+    block runs on the CPU. The near miss: the same block with ``.cuda()`` and ``device="cuda"`` is a GPU program."""
+    paths = write(tmp_path, {
+        "splitcross.py": SELF_TEST.format(move=".cuda()" if move else "", device=', device="cuda"' if move else ""),
+        "main.py": """\
+            import torch
+            from splitcross import SplitLoss
+
+            crit = SplitLoss()
+            for h, w in loader:
+                loss = crit(w.cuda(), h.cuda())
+                loss.backward()
+            """})
+    assert [s for s in sites(paths.values(), tmp_path) if s[0] == "splitcross.py"] == \
+        ([("splitcross.py", 15, "TL101"), ("splitcross.py", 16, "TL401")] if move else [])

@@ -25,9 +25,20 @@ from tracelint.source.semantic.model import FileContext, callee_name, dotted_nam
 from tracelint.source.semantic.values import Tree, Values, head_word, is_number, words
 from tracelint.source.vocab import DATA_SUBSTRINGS as _DATA_SUBSTRINGS
 from tracelint.source.vocab import DATA_WORDS as _DATA_WORDS
+from tracelint.source.vocab import EXTERNAL_MODULES
 from tracelint.source.vocab import STEP_HOOKS as _STEP_HOOKS
 from tracelint.source.vocab import STEP_SUBSTRINGS as _STEP_SUBSTRINGS
 from tracelint.source.vocab import STEP_WORDS as _STEP_WORDS
+
+
+def _main_guard(test: cst.BaseExpression) -> bool:
+    """``__name__ == "__main__"`` (either side)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or \
+            not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    sides = {dotted_name(test.left), literal(test.left), dotted_name(test.comparisons[0].comparator),
+             literal(test.comparisons[0].comparator)}
+    return "__name__" in sides and "__main__" in sides
 
 
 def _short(text: str, limit: int = 40) -> str:
@@ -355,6 +366,7 @@ class Facts(Values):
         # block, as every call in a loop asks (once a scan of the block per call: quadratic in long loops).
         self._skips: dict[cst.IndentedBlock, tuple[dict[cst.CSTNode, int], int]] = {}
         self._body_steps: dict[cst.BaseSuite, bool] = {}
+        self._cpu_only: bool | None = None  # _self_test: the file places nothing on a device, imports no project
         # Functions of this file that per-step loops of other files of the run call ({"f" or "C.m": Entry}).
         self.entries: dict[str, Entry] = getattr(tree, "entries", None) or {}
         # Imported functions that step an optimizer in another file of the run (runcalls.stepping_calls)
@@ -420,6 +432,35 @@ class Facts(Values):
                 isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and _reports(small.value, self.tree)
                 for small in stmt.body)
             for stmt in body)
+
+    def _self_test(self, node: cst.CSTNode) -> bool:
+        """``node`` is in the ``if __name__ == "__main__":`` block of a file that places nothing on a device anywhere
+        (no ``.cuda()``, no ``.to(X)`` or ``device=X`` that may name an accelerator) and imports only libraries
+        (values.EXTERNAL_MODULES: no project module that might): the block runs only when the file is run on its
+        own, and then on the CPU, whatever device evidence the file's text or its callers in the run give (a
+        module's self-test: awd-lstm's splitcross.py)."""
+        if "__main__" not in getattr(self.tree, "source", "__main__"):
+            return False
+        if not any(isinstance(p, cst.If) and _main_guard(p.test) for p in self.tree.ancestors(node)):
+            return False
+        if self._cpu_only is None:
+            self._cpu_only = all(q.split(".")[0] in EXTERNAL_MODULES for q in self.tree.imports.values()) and \
+                not self._places()
+        return self._cpu_only
+
+    def _places(self) -> bool:
+        """The file puts a tensor or module on a device somewhere: ``.cuda()``, or a ``.to(X)`` / ``device=X`` whose
+        X may name an accelerator (``Values._device_node``)."""
+        work: list[tuple[cst.CSTNode, cst.CSTNode]] = [(self.tree.module, self.tree.module)]
+        while work:
+            node, scope = work.pop()
+            if self._device_node(node, scope) or type(node) is cst.Call and \
+                    isinstance(node.func, cst.Attribute) and node.func.attr.value == "cuda":
+                return True
+            if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+                scope = node
+            work.extend((kid, scope) for kid in iter_children(node))
+        return False
 
     def _terminal(self, guard: cst.If) -> bool:
         """The block of ``guard`` ends the per-step loop (``break``, ``raise``, ``sys.exit()``, or a ``return`` from
@@ -535,6 +576,8 @@ class Facts(Values):
         """The per-step loop ``node`` runs in on every iteration, or None (see the module docstring). Out of a
         function body, the function's per-step callers (callers.py) decide; ``depth`` counts the calls followed."""
         tree = self.tree
+        if self._self_test(node):
+            return None
         child, parent = node, tree.parent(node)
         while parent is not None:
             if isinstance(parent, cst.Lambda) and isinstance(tree.parent(parent), cst.Arg):

@@ -197,12 +197,26 @@ class Values:
 
     def value_of(self, name: cst.Name) -> cst.BaseExpression | None:
         """The value of the nearest plain binding of ``name`` before it, in its function (None if there is none)."""
+        binding = self._reaching(name)
+        if binding is None or binding.augmented or binding.element is not None:
+            return None
+        return binding.value
+
+    def _reaching(self, name: cst.Name) -> Binding | None:
+        """The binding of ``name`` that holds where it is used on the common path: the nearest one before it in its
+        function, passing over those made in a rare branch the use is not in (``_in_rare_branch``)."""
         table = self.bindings(self.scope_of(name))
         at = table.order.get(name)
-        before = [b for b in table.bindings.get(name.value, ()) if at is not None and b.order < at]
-        if not before or before[-1].augmented or before[-1].element is not None:
+        if at is None:
             return None
-        return before[-1].value
+        before = self._common_path([b for b in table.bindings.get(name.value, ()) if b.order < at], name)
+        return before[-1] if before else None
+
+    def _common_path(self, before: list[Binding], use: cst.CSTNode) -> list[Binding]:
+        """``before`` (a name's bindings before ``use``, in order) less the last ones made in a rare branch."""
+        while len(before) > 1 and self._in_rare_branch(before[-1], use):
+            before.pop()
+        return before
 
     def module_output(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """``expr`` is what a module returns, known by the callee's name only (``model(x)``, ``outputs`` bound to
@@ -229,12 +243,10 @@ class Values:
         """What ``name`` holds when its nearest plain binding before it is a call of one of this file's functions
         (``fg_mask = self.assign(x)``, ``_, fg_mask = self.get_assignments(x)``): the expressions that function
         returns (``returned``); None otherwise."""
-        table = self.bindings(self.scope_of(name))
-        at = table.order.get(name)
-        before = [b for b in table.bindings.get(name.value, ()) if at is not None and b.order < at]
-        if not before or before[-1].augmented or not isinstance(before[-1].value, cst.Call):
+        binding = self._reaching(name)
+        if binding is None or binding.augmented or not isinstance(binding.value, cst.Call):
             return None
-        return self.returned(before[-1].value, before[-1].element)
+        return self.returned(binding.value, binding.element)
 
     def returned(self, call: cst.Call, element: int | None = None) -> list[cst.BaseExpression] | None:
         """The values the one function of this file that ``call`` calls returns (callers.Callers.callees), or
@@ -368,8 +380,9 @@ class Values:
             if receiver is not Kind.TENSOR and method in _MODULE_METHODS and \
                     self._module_object(func.value, scope, at, depth):
                 return Kind.UNKNOWN  # ``Net().cuda()``: the module, moved
-            if receiver is Kind.TENSOR or method in _TENSOR_ONLY_METHODS or method in _TENSOR_RESULT_METHODS:
-                return Kind.TENSOR
+            if receiver is Kind.TENSOR or method in _TENSOR_ONLY_METHODS or method in _TENSOR_RESULT_METHODS or \
+                    any(arg.keyword is not None and arg.keyword.value == "dim" for arg in call.args):
+                return Kind.TENSOR  # (``x.sum(dim=1)``: ``dim=`` is torch's; numpy and pandas say ``axis=``)
             return _callee_kind(method)
         if isinstance(func, cst.Name):
             return _callee_kind(func.value)
@@ -386,9 +399,8 @@ class Values:
             if at is None:
                 return Kind.UNKNOWN
         found = table.bindings.get(name.value, ())
-        before = [b for b in found if b.order < at]
-        while len(before) > 1 and self._in_rare_branch(before[-1], name):
-            before.pop()  # ``if mode == "cpu": x = x.cpu()`` does not decide what ``x`` is on the common path
+        # ``if mode == "cpu": x = x.cpu()`` does not decide what ``x`` is on the common path
+        before = self._common_path([b for b in found if b.order < at], name)
         if _not_tensor_here(table, name.value, at, before) or self._config(name, scope, at, depth) or \
                 self._moved_later(name.value, at, table):
             return Kind.HOST
@@ -409,8 +421,9 @@ class Values:
         return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
 
     def _in_rare_branch(self, binding: Binding, use: cst.CSTNode) -> bool:
-        """``binding`` is made in the body of an ``if`` with a rare test (loops.guard_polarity) that ``use`` is not
-        in: on most runs the name keeps its earlier binding."""
+        """``binding`` is made in the body of an ``if`` with a rare test (loops.guard_polarity), or in an ``except``
+        handler (``try: m = f(x) except OOM: m = f(x, "cpu")``), that ``use`` is not in: on most runs the name keeps
+        its earlier binding."""
         polarity = getattr(self, "guard_polarity", None)
         if binding.value is None or polarity is None:
             return False
@@ -418,7 +431,8 @@ class Values:
         for parent in self.tree.ancestors(binding.value):
             if isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 return False
-            if isinstance(parent, cst.If) and child is parent.body and polarity(parent.test) == 1:
+            if isinstance(parent, cst.If) and child is parent.body and polarity(parent.test) == 1 or \
+                    isinstance(parent, cst.ExceptHandler):
                 return not any(p is parent for p in self.tree.ancestors(use))
             child = parent
         return False
