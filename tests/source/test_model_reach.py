@@ -851,3 +851,28 @@ def test_a_library_modules_self_test_on_the_cpu_is_not_training(tmp_path, move):
             """})
     assert [s for s in sites(paths.values(), tmp_path) if s[0] == "splitcross.py"] == \
         ([("splitcross.py", 15, "TL101"), ("splitcross.py", 16, "TL401")] if move else [])
+
+
+@pytest.mark.parametrize("appended, flagged", [("scores > 0.5", True), ("scores.argmax(0)", False)])
+def test_a_join_of_appended_masks_is_a_mask(tmp_path, appended, flagged):
+    """YOLOX's ``fg_masks.append(fg_mask)`` per image, then ``preds[torch.cat(fg_masks, 0)]``: a join of boolean
+    masks is one, and indexing with it has a data-dependent shape. The near miss: a join of index tensors."""
+    text = f"""\
+        import torch
+        import torch.nn as nn
+
+        class Head(nn.Module):
+            def forward(self, preds, scores):
+                fg_masks = []
+                for i in range(4):
+                    fg_mask = {appended}
+                    fg_masks.append(fg_mask)
+                fg_masks = torch.cat(fg_masks, 0)
+                return preds[fg_masks].sum()                # line 11
+
+        head = Head().cuda()
+        for x, s in loader:
+            head(x.cuda(), s.cuda()).backward()
+        """
+    paths = write(tmp_path, {"head.py": text})
+    assert sites(paths.values(), tmp_path) == ([("head.py", 11, "TL106")] if flagged else [])

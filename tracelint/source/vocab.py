@@ -50,6 +50,7 @@ HOST_OUTPUT_MODULES = (
     "soundfile.write", "scipy.io.wavfile.write", "matplotlib.pyplot", "PIL.Image", "cv2.imwrite", "imageio",
 )
 # Methods that keep a boolean tensor boolean (TL106 masks: ``torch.eye(n, dtype=torch.bool).to(device)``).
+JOINS = frozenset({"cat", "concat", "concatenate", "stack"})  # torch's joins: a join of masks is a mask (TL106)
 MASK_KEEPING = frozenset({
     "to", "cuda", "detach", "clone", "contiguous", "view", "reshape", "flatten", "squeeze", "unsqueeze", "expand",
     "expand_as", "view_as", "reshape_as", "repeat", "t", "transpose", "permute",

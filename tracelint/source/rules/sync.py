@@ -18,11 +18,12 @@ import libcst as cst
 from tracelint.engine import Fix
 from tracelint.source.rule import SourceRule
 from tracelint.source.semantic.callers import HotLoop
-from tracelint.source.semantic.model import callee_name, dotted_name
+from tracelint.source.semantic.model import callee_name, dotted_name, iter_descendants
 from tracelint.source.semantic.values import Kind, is_python_scalar, is_to_cpu, words
 from tracelint.source.vocab import DATA_DEPENDENT as _DATA_DEPENDENT
 from tracelint.source.vocab import HOST_OUTPUT_CALLS as _HOST_OUTPUT_CALLS
 from tracelint.source.vocab import HOST_OUTPUT_MODULES as _HOST_OUTPUT_MODULES
+from tracelint.source.vocab import JOINS as _JOINS
 from tracelint.source.vocab import LOGGING as _LOGGING
 from tracelint.source.vocab import MASK_KEEPING as _MASK_KEEPING
 from tracelint.source.vocab import MASK_METHODS as _MASK_METHODS
@@ -446,7 +447,7 @@ class NonzeroInLoop(SourceRule):
             return isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor))
         if isinstance(expr, cst.Call):
             method = _method(expr)
-            return method in _MASK_METHODS or _bool_dtype(expr) is True or (
+            return method in _MASK_METHODS or _bool_dtype(expr) is True or callee_name(expr) in _JOINS or (
                 method in _MASK_KEEPING and NonzeroInLoop._mask_like(expr.func.value, depth))
         return isinstance(expr, cst.Name) and depth == 0
 
@@ -488,7 +489,7 @@ class NonzeroInLoop(SourceRule):
     def _is_bool(self, expr: cst.BaseExpression, depth: int) -> bool:
         """Evidence that ``expr`` holds booleans, wherever it lives: a comparison, ``.bool()``, ``torch.isnan``,
         ``dtype=torch.bool``, ``~m``, ``m1 & m2``, or a boolean tensor moved or reshaped (``.to(device)``)."""
-        if depth > 4:
+        if depth > 6:  # (a join of masks a method returned: YOLOX's fg_masks, six steps from its comparison)
             return False
         if isinstance(expr, cst.Comparison):
             return self._mask_like(expr, depth)
@@ -505,11 +506,33 @@ class NonzeroInLoop(SourceRule):
             method = _method(expr)
             if (method or callee_name(expr)) in _MASK_METHODS:
                 return True
+            if (self.ctx.qualified_name(expr.func) or "").removeprefix("torch.") in _JOINS and expr.args:
+                parts = self._joined(expr.args[0].value)
+                return bool(parts) and all(self._is_bool(part, depth + 1) for part in parts)
             return method in _MASK_KEEPING and self._is_bool(expr.func.value, depth + 1)
         if isinstance(expr, cst.Name):
             value = self.facts.value_of(expr)
-            return value is not None and self._is_bool(value, depth + 1)
+            if value is not None:
+                return self._is_bool(value, depth + 1)
+            returned = self.facts.returned_values(expr)  # ``_, fg_mask = self.get_assignments(...)``
+            return bool(returned) and all(self._is_bool(r, depth + 1) for r in returned)
         return False
+
+    def _joined(self, parts: cst.BaseExpression) -> list[cst.BaseExpression]:
+        """What ``torch.cat(parts)`` joins: the elements of a list or tuple written out, or every value appended to
+        the list a name holds in its function (``fg_masks.append(fg_mask)`` per image, then ``torch.cat(fg_masks)``);
+        empty when that is not known."""
+        if isinstance(parts, (cst.List, cst.Tuple)):
+            return [e.value for e in parts.elements if not isinstance(e, cst.StarredElement)]
+        if not isinstance(parts, cst.Name):
+            return []
+        scope = self.facts.scope_of(parts)
+        found = []
+        for node in iter_descendants(scope):
+            if isinstance(node, cst.Call) and _method(node) == "append" and len(node.args) == 1 and \
+                    isinstance(node.func.value, cst.Name) and node.func.value.value == parts.value:
+                found.append(node.args[0].value)
+        return found
 
 
 def _bool_dtype(call: cst.Call) -> bool | None:
