@@ -30,6 +30,9 @@ def _codes(lint, body: str) -> list[tuple[str, int]]:
     "for i in range(batch_size):\n    loss += out[i].max()",
     "for row in out:\n    loss = loss + row.max()",
     "for i, row in enumerate(out):\n    loss = loss + row.max()",
+    # names bound anew each iteration are carried across none (clovaai's test.py, hyunwoongko's train.py)
+    "for gt, prob in zip(y, out):\n    if gt.sum() > 0:\n        prob = prob[:4]\n    loss += prob.cumprod(0)[-1]",
+    "for j in range(batch_size):\n    words = out[j].max(dim=1)[1]\n    words = decode(words)\n    print(words)",
 ])
 def test_element_loops_in_a_step(lint, body):
     assert [code for code, _ in _codes(lint, body)] == ["TL502"]
@@ -40,6 +43,7 @@ def test_element_loops_in_a_step(lint, body):
     "for k in range(self.num_heads):\n    loss += out[:, k].sum()",  # heads, not elements
     "for i in range(len(model.layers)):\n    x = model.layers[i](x)",  # modules
     "h = out[:, 0]\nfor t in range(out.size(1)):\n    h = model.cell(out[:, t], h)",  # a recurrence
+    "h = out[:, 0]\nfor t in range(out.size(1)):\n    o = out[:, t]\n    h = model.cell(o, h)",  # one, bound late
     "losses = [loss]\nfor i in range(len(losses)):\n    print(losses[i])",  # a list
     "c = out.cpu()\nfor i in range(c.size(0)):\n    loss += c[i]",  # host tensor
     "for i in range(out.size(0)):\n    if i < 5:\n        print(out[i])",  # capped work

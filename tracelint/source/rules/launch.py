@@ -64,7 +64,8 @@ class TensorElementLoop(SourceRule):
             if walk is None:
                 continue
             walked, uses = walk
-            if isinstance(node, cst.For) and (self.facts.loop_description(node) or _recurrent(node.body)):
+            if isinstance(node, cst.For) and (self.facts.loop_description(node) or
+                                              _recurrent(node.body, node.target)):
                 continue  # a loop of steps itself, or a recurrence over time (``h = cell(x[t], h)``)
             loop = self.step_loop(node)
             if loop is None or not (loop.on_device or self.facts.device_evidence()):
@@ -280,25 +281,29 @@ def _indexed_by(sub: cst.Subscript, index: str) -> bool:
     """``t[i]``, ``t[i, j]``, ``t[:, i]``: the loop variable itself is one of the indices."""
     return any(isinstance(el.slice, cst.Index) and isinstance(el.slice.value, cst.Name) and
                el.slice.value.value == index for el in sub.slice)
-def _recurrent(body: cst.BaseSuite) -> bool:
-    """A name assigned in the body from an expression that reads it (``h = cell(x[t], h)``, ``h, c = lstm(x[t],
-    (h, c))``): each iteration needs the previous one's result. A sum (``loss = loss + f(x[i])``, ``+=``) is not:
-    it is a reduction, which vectorizes."""
+def _recurrent(body: cst.BaseSuite, target: cst.BaseExpression) -> bool:
+    """A name the body carries from one iteration to the next: assigned from an expression that reads it before
+    the iteration has bound it (``h = cell(x[t], h)``, ``h, c = lstm(x[t], (h, c))``): each iteration needs the
+    previous one's result. A sum (``loss = loss + f(x[i])``, ``+=``) is not: it is a reduction, which vectorizes;
+    nor is a name the loop's ``target`` binds anew each iteration (``for gt, prob in zip(labels, probs): prob =
+    prob[:end]``), nor one the iteration bound before (``words = out[j].argmax(1); words = decode(words)``)."""
+    fresh = {n.value for n in names_in(target)}
     for node in iter_descendants(body):
         if isinstance(node, cst.Assign):
-            if isinstance(node.value, cst.BinaryOperation) and len(node.targets) == 1 and \
-                    isinstance(node.targets[0].target, cst.Name) and \
-                    any(isinstance(side, cst.Name) and side.value == node.targets[0].target.value
-                        for side in (node.value.left, node.value.right)):
-                continue
             # names bound (``h``, ``h, c``), not the tensors written into (``out[i] = ...``)
             assigned = {n.value for t in node.targets for n in (t.target, *iter_descendants(t.target))
                         if isinstance(n, cst.Name) and not isinstance(t.target, (cst.Subscript, cst.Attribute))}
-            read = {n.value for n in iter_descendants(node.value) if isinstance(n, cst.Name)}
-            if isinstance(node.value, cst.Name):
-                read.add(node.value.value)
-            if assigned & read:
-                return True
+            summed = isinstance(node.value, cst.BinaryOperation) and len(node.targets) == 1 and \
+                isinstance(node.targets[0].target, cst.Name) and \
+                any(isinstance(side, cst.Name) and side.value == node.targets[0].target.value
+                    for side in (node.value.left, node.value.right))
+            if not summed:
+                read = {n.value for n in iter_descendants(node.value) if isinstance(n, cst.Name)}
+                if isinstance(node.value, cst.Name):
+                    read.add(node.value.value)
+                if (assigned - fresh) & read:
+                    return True
+            fresh |= assigned
     return False
 
 
