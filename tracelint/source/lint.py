@@ -90,12 +90,13 @@ class _Crashed(Exception):
 # The last texts parsed and screened in this process: the rounds of a run (callers.py, project.py) analyse a file
 # several times; its tree, screen and positions (semantic/model.py) are made once. libcst trees are immutable.
 _KEEP = 64
+_KEEP_LOOKS = 4096  # a Look is a few small sets: every file of a large run
 _parsed: dict[str, cst.Module] = {}
 _looks: dict[str, Look] = {}
 
 
-def _kept(cache: dict, text: str, value):
-    if len(cache) >= _KEEP:
+def _kept(cache: dict, text: str, value, keep: int = _KEEP):
+    if len(cache) >= keep:
         cache.pop(next(iter(cache)))
     cache[text] = value
     return value
@@ -103,7 +104,7 @@ def _kept(cache: dict, text: str, value):
 
 def _examine(text: str) -> Look:
     look = _looks.get(text)
-    return look if look is not None else _kept(_looks, text, examine(text))
+    return look if look is not None else _kept(_looks, text, examine(text), _KEEP_LOOKS)
 
 
 def parse(text: str) -> cst.Module:
@@ -337,14 +338,15 @@ def _lint_document(doc: PythonDocument | NotebookDocument, config: Config, fix: 
     results (not when the time limit cut the analysis short or something failed: those are not cached)."""
     # Files that never mention torch cannot hold a torch anti-pattern: skip before the screen and libcst, once
     # Python's parser has taken them (a file that does not parse is an error on every path: issue #34).
-    if "torch" not in doc.text and parses(doc.text):
-        if run is None:
-            return [FileChecked(display)], None, True
-        if not (run.entries or run.arguments or run.parameters):
-            # In a run it tells the others what it defines: a helper that never names torch may still be called
-            # every step with tensors (``def accuracy(out, y): return (out.argmax(1) == y).sum().item()``); then it
-            # is analysed with what the calls bring.
-            return [FileChecked(display)], _told(RunCalls(_examine(doc.text).defines), doc), True
+    if "torch" not in doc.text and run is None and parses(doc.text):
+        return [FileChecked(display)], None, True
+    if "torch" not in doc.text and run is not None and not (run.entries or run.arguments or run.parameters):
+        # In a run it tells the others what it defines: a helper that never names torch may still be called
+        # every step with tensors (``def accuracy(out, y): return (out.argmax(1) == y).sum().item()``); then it
+        # is analysed with what the calls bring.
+        look = _examine(doc.text)
+        if look.parsed or look.too_complex:  # (as ``parses``: one parse, the screen's)
+            return [FileChecked(display)], _told(RunCalls(look.defines), doc), True
     look = _examine(doc.text)
     if look.too_complex:
         return [InputError(display, "nested too deeply for Python's own parser: not analysed"),

@@ -173,6 +173,15 @@ _HOST_VALUES = (ast.Constant, ast.JoinedStr, ast.List, ast.Tuple, ast.Dict, ast.
 _MEMBERSHIP = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
 _BIT_OPS = (ast.BitAnd, ast.BitOr, ast.BitXor)
 _MAX_DEPTH = 12
+_STATEMENT_LOOPS = frozenset({ast.For, ast.AsyncFor, ast.While})
+# The node types pass 1 reads (_collect_node), that start a frame of pass 2 (_walk: defs, lambdas, classes, loops),
+# and that pass 2 judges (assignments, calls, and what _other reads)
+_COLLECTED = frozenset({ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For,
+                        ast.AsyncFor, ast.With, ast.AsyncWith, ast.Call, ast.Constant, ast.ExceptHandler,
+                        ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.arg, ast.comprehension})
+_FRAMES = frozenset({*_LOOPS, *_SCOPES, ast.ClassDef})
+_JUDGED = frozenset({ast.Assign, ast.Call, ast.If, ast.While, ast.Assert, ast.IfExp, ast.UnaryOp, ast.comprehension,
+                     ast.JoinedStr, ast.BinOp, ast.Subscript})
 _CREATION_CALLS = FILLED_CREATION | RANDOM_CREATION
 
 
@@ -191,6 +200,7 @@ class Look:
     too_complex: bool = False
     depth: int = 0
     defines: frozenset[str] = frozenset()  # "f", "C.m": module-level functions and methods (runcalls.RunCalls)
+    parsed: bool = False  # Python's parser took the text (``sites`` may still be None: the screen gave up)
 
 
 def parse_quietly(text: str) -> ast.Module:
@@ -223,9 +233,9 @@ def examine(text: str) -> Look:
     screen = _Screen(tree)
     try:
         found = screen.run()
-        return Look(found, depth=screen.depth, defines=_defines(tree))
+        return Look(found, depth=screen.depth, defines=_defines(tree), parsed=True)
     except Exception:  # noqa: BLE001 - RecursionError, or a bug here: then nothing is screened out (always sound)
-        return Look(None, depth=screen.depth)
+        return Look(None, depth=screen.depth, parsed=True)
 
 
 # The prefilter's step words: the model's own (semantic.steps judges loops by them) and looser ones of its own.
@@ -330,15 +340,22 @@ class _Screen:
         self.off_tile_callees: set[str] = set()  # the names of the callees given an off-tile literal
         self.off_tile_literal = False  # an off-tile integer literal anywhere in the file
         self.attributes: dict[str, list[tuple[ast.expr, ast.AST]]] = {}  # ``obj.x = v``: x -> (v, its scope)
-        # a method -> the name of its class (a parameter of ``__init__`` gets what ``C(...)`` passes)
-        self.owners = {fn: cls.name for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for fn in cls.body
-                       if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "__init__"}
+        # a method -> the name of its class (a parameter of ``__init__`` gets what ``C(...)`` passes) (pass 1)
+        self.owners: dict[ast.AST, str] = {}
+        self.steppy_loops: dict[ast.AST, bool] = {}  # _steppy_loop of each loop asked about
+        # pass 1 records what pass 2 reads, so that pass 2 walks no tree: the nodes that change where the nodes
+        # below them run (defs, lambdas, classes, loops), each with the index of the innermost one above it (-1: the
+        # module), in the order of the walk (a parent before its children); and the nodes pass 2 judges
+        # (assignments, calls, and the tests, formats and subscripts _other reads) with the index of the innermost
+        # such node above them or the node itself
+        self.frames: list[tuple[ast.AST, int]] = []
+        self.judged: list[tuple[ast.AST, int]] = []
 
     # -- pass 1: imports, aliases, bindings ---------------------------------------------------------------------
     def run(self) -> frozenset[str]:
         self._collect(self.tree, self.tree)
         self.names.finish()
-        self._walk(self.tree, self.tree, False)
+        self._walk()
         found = self.found
         found.update(CALL_PREFIX + name for name in self.called)
         if OFF_TILE not in found and any(self._may_be_off_tile(size, scope) for size, scope in self.sizes):
@@ -354,79 +371,36 @@ class _Screen:
         return frozenset(found)
 
     def _collect(self, node: ast.AST, scope: ast.AST) -> None:
-        # in_loop: inside a loop or comprehension of the same function (or of the lambda's function); fn: the name of
-        # the enclosing def (None at module level)
-        # loops: the loops of the same function (or of the lambda's function) around the node, outermost first
-        work: list[tuple[ast.AST, ast.AST, int, tuple[ast.AST, ...], str | None]] = [(node, scope, 1, (), None)]
+        # fn: the name of the enclosing def (None at module level); loops: the loops of the same function (or of the
+        # lambda's function) around the node, outermost first; frame: see ``frames``
+        work: list[tuple[ast.AST, ast.AST, int, tuple[ast.AST, ...], str | None, int]] = \
+            [(node, scope, 1, (), None, -1)]
         deepest = 0
         all_loops: list[tuple[ast.AST, tuple[ast.AST, ...]]] = []
+        frames, judged = self.frames, self.judged
         while work:
-            node, scope, depth, loops, fn = work.pop()
+            node, scope, depth, loops, fn, frame = work.pop()
             if depth + 1 > deepest and depth + skipped_depth(node) > deepest:
                 deepest = depth + skipped_depth(node)
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    self._torch_module(alias.name)
-                    self.bound.add(self.names.import_module(alias.name, alias.asname))
-            elif isinstance(node, ast.ImportFrom):
-                if node.level == 0:
-                    self._torch_module(node.module or "")
-                for alias in node.names:
-                    if alias.name != "*":
-                        self.bound.add(self.names.import_from(node.module or "", node.level, alias.name, alias.asname))
-            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    if isinstance(node, ast.Assign) and isinstance(target, ast.Name):
-                        self.names.assign(target.id, ast_dotted_name(node.value))
-                        self.bound.add(target.id)
-                    else:
-                        self._count(target)
-                    if node.value is not None:
-                        self._bind(scope, target, node.value)
-            elif isinstance(node, ast.NamedExpr):
-                self._bind(scope, node.target, node.value)
-                self.bound.add(node.target.id)
-            elif isinstance(node, (ast.For, ast.AsyncFor)):
-                self._count(node.target)
-            elif isinstance(node, (ast.With, ast.AsyncWith)):
-                for item in node.items:
-                    if item.optional_vars is not None:
-                        self._count(item.optional_vars)
-            elif isinstance(node, ast.Call):
-                func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-                if name is not None:
-                    if loops:
-                        self.loop_calls.append((name, loops))
-                    if fn is not None:
-                        self.calls_in.setdefault(fn, set()).add(name)
-                    if name == "register_buffer" and node.args and _is_str(node.args[0]):
-                        self.buffers.add(node.args[0].value)  # type: ignore[attr-defined]
-            elif isinstance(node, ast.Constant) and type(node.value) is int and _off_tile(node.value):
-                self.off_tile_literal = True
-            elif isinstance(node, ast.ExceptHandler) and node.name:
-                self.names.assign(node.name)
-                self.bound.add(node.name)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                self.bound.add(node.name)
-                if not isinstance(node, ast.ClassDef):
-                    self.functions.add(node.name)
-            elif isinstance(node, ast.arg):
-                self.bound.add(node.arg)
-            elif isinstance(node, ast.comprehension):
-                for name in ast.walk(node.target):
-                    if isinstance(name, ast.Name):
-                        self.bound.add(name.id)
-            inner = node if isinstance(node, _SCOPES) else scope
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                loops, fn = (), node.name
-            elif isinstance(node, ast.ClassDef):
-                loops, fn = (), None
-            elif isinstance(node, _LOOPS):
-                all_loops.append((node, loops))
-                loops = (*loops, node)
-            work.extend((child, inner, depth + 1, loops, fn) for child in children(node))
+            kind = type(node)  # (ast.parse makes no subclasses of its node types)
+            if kind in _COLLECTED:
+                self._collect_node(node, scope, loops, fn)
+            inner = scope
+            if kind in _FRAMES:
+                frames.append((node, frame))
+                frame = len(frames) - 1
+                if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                    inner, loops, fn = node, (), node.name
+                elif kind is ast.Lambda:
+                    inner = node
+                elif kind is ast.ClassDef:
+                    loops, fn = (), None
+                else:
+                    all_loops.append((node, loops))
+                    loops = (*loops, node)
+            if kind in _JUDGED:
+                judged.append((node, frame))
+            work.extend((child, inner, depth + 1, loops, fn, frame) for child in children(node))
         self.depth = deepest
         self.hot_loops = self._hot_loops(all_loops)
         # The functions that may run per step: called in a loop that may be a per-step loop (or inside one) or in a
@@ -441,6 +415,76 @@ class _Screen:
                 hot.add(name)
                 frontier |= self.calls_in.get(name, set()) - hot
         self.hot_functions = hot
+
+    def _collect_node(self, node: ast.AST, scope: ast.AST, loops: tuple[ast.AST, ...], fn: str | None) -> None:
+        """Pass 1 on one node of a kind in ``_COLLECTED``."""
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                self._torch_module(alias.name)
+                self.bound.add(self.names.import_module(alias.name, alias.asname))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                self._torch_module(node.module or "")
+            for alias in node.names:
+                if alias.name != "*":
+                    self.bound.add(self.names.import_from(node.module or "", node.level, alias.name, alias.asname))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(node, ast.Assign) and isinstance(target, ast.Name):
+                    self.names.assign(target.id, ast_dotted_name(node.value))
+                    self.bound.add(target.id)
+                else:
+                    self._count(target)
+                if node.value is not None:
+                    self._bind(scope, target, node.value)
+        elif isinstance(node, ast.NamedExpr):
+            self._bind(scope, node.target, node.value)
+            self.bound.add(node.target.id)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            self._count(node.target)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    self._count(item.optional_vars)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if name is not None:
+                if loops:
+                    self.loop_calls.append((name, loops))
+                if fn is not None:
+                    self.calls_in.setdefault(fn, set()).add(name)
+                if name == "register_buffer" and node.args and _is_str(node.args[0]):
+                    self.buffers.add(node.args[0].value)  # type: ignore[attr-defined]
+        elif isinstance(node, ast.Constant):
+            if type(node.value) is int and _off_tile(node.value):
+                self.off_tile_literal = True
+        elif isinstance(node, ast.ExceptHandler):
+            if node.name:
+                self.names.assign(node.name)
+                self.bound.add(node.name)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.bound.add(node.name)
+            if not isinstance(node, ast.ClassDef):
+                self.functions.add(node.name)
+            else:
+                self.owners.update((item, node.name) for item in node.body
+                                   if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                                   and item.name == "__init__")
+        elif isinstance(node, ast.arg):
+            self.bound.add(node.arg)
+        elif isinstance(node, ast.comprehension):
+            for name in ast.walk(node.target):
+                if isinstance(name, ast.Name):
+                    self.bound.add(name.id)
+
+    def _steppy(self, loop: ast.AST) -> bool:
+        """``_steppy_loop(loop)``, once per loop (it walks the loop's body)."""
+        known = self.steppy_loops.get(loop)
+        if known is None:
+            known = self.steppy_loops[loop] = _steppy_loop(loop)
+        return known
 
     def _hot_loops(self, all_loops: list[tuple[ast.AST, tuple[ast.AST, ...]]]) -> set[ast.AST]:
         """The loops in which a per-step loop (loops.loop_description, ``_comprehension_loop``) may run its body:
@@ -463,7 +507,7 @@ class _Screen:
         calls_stepping = {loop for name, loops in self.loop_calls if name in stepping for loop in loops}
         hot: set[ast.AST] = set()
         for loop, outer in sorted(all_loops, key=lambda pair: len(pair[1])):  # outer loops first
-            if any(o in hot for o in outer) or loop in calls_stepping or _steppy_loop(loop):
+            if any(o in hot for o in outer) or loop in calls_stepping or self._steppy(loop):
                 hot.add(loop)
         return hot
 
@@ -643,30 +687,34 @@ class _Screen:
         return False
 
     # -- pass 2: sites ---------------------------------------------------------------------------------------------
-    def _walk(self, root: ast.AST, scope: ast.AST, hot: bool) -> None:
-        # ``loop``: the innermost for/while loop of the same function (for PROJECT_CALL); ``step``: inside a loop
-        # that may be a training loop (_steppy_loop) and is no element loop over a range, or in a function called in
-        # a loop
-        # (ELEMENT_LOOP: ``for i in range(batch_size)`` in a collate function is no training step)
-        work: list[tuple[ast.AST, ast.AST, bool, ast.AST | None, bool]] = [(root, scope, hot, None, hot)]
-        while work:
-            node, scope, hot, loop, step = work.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    def _walk(self) -> None:
+        """Pass 2, over what pass 1 recorded (``frames``, ``judged``). Where a node runs: ``scope`` (the innermost
+        def or lambda, else the module), ``hot`` (in a function the file may call per step, or in a loop that may
+        run per step: _collect), ``loop`` (the innermost for/while loop of the same function, for PROJECT_CALL) and
+        ``step`` (inside a loop that may be a training loop (_steppy_loop) and is no element loop over a range, or in
+        a function called in a loop; ELEMENT_LOOP: ``for i in range(batch_size)`` in a collate function is no
+        training step)."""
+        outside: tuple[ast.AST, bool, ast.AST | None, bool] = (self.tree, False, None, False)
+        states: list[tuple[ast.AST, bool, ast.AST | None, bool]] = []
+        for node, parent in self.frames:
+            scope, hot, loop, step = states[parent] if parent >= 0 else outside
+            kind = type(node)
+            if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 # a decorator without arguments is called too (``@torch.compile``: call:compile)
                 self.called.update(*(self._leaves(d) for d in node.decorator_list if not isinstance(d, ast.Call)))
                 # a function the file calls may be called per step (callers.py follows the call)
                 scope, hot, loop = node, node.name in self.hot_functions, None
                 step = hot
-            elif isinstance(node, ast.Lambda):
+            elif kind is ast.Lambda:
                 scope = node  # a lambda runs where it is called (map(lambda t: t.item(), ...) in the loop)
-            elif isinstance(node, ast.ClassDef):
+            elif kind is ast.ClassDef:
                 hot, loop, step = False, None, False
-            elif isinstance(node, _LOOPS):
+            else:  # a loop or a comprehension
                 element = _element_loop(node)
-                statement = isinstance(node, (ast.For, ast.AsyncFor, ast.While))
+                statement = kind in _STATEMENT_LOOPS
                 over_range = element and isinstance(getattr(node, "iter", None), ast.Call) and \
                     ast_dotted_name(node.iter.func) == "range"  # for i in range(batch_size): x[i] is no training loop
-                steppy = not over_range and _steppy_loop(node)
+                steppy = not over_range and self._steppy(node)
                 # a comprehension over batches that walks each one's elements is both (the model judges its
                 # generators as loops: ``[x.item() for y, n in zip(batches, sizes) for x in y[:n]]``)
                 if (step or steppy and not statement) and ELEMENT_LOOP not in self.found and element:
@@ -676,19 +724,22 @@ class _Screen:
                 elif steppy:
                     self.steppy = True
                 hot = hot or node in self.hot_loops
-                if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+                if statement:
                     loop = node
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) and "environ" in self._leaves(t.value)
-                                                    for t in node.targets):
+            states.append((scope, hot, loop, step))
+        for node, frame in self.judged:
+            scope, hot, loop, _step = states[frame] if frame >= 0 else outside
+            kind = type(node)
+            if kind is ast.Assign and any(isinstance(t, ast.Subscript) and "environ" in self._leaves(t.value)
+                                          for t in node.targets):  # type: ignore[attr-defined]
                 self.found.add(ENV_SETTING)
-            if isinstance(node, ast.Call):
-                self._call(node, scope, hot)
-                if loop is not None and PROJECT_CALL not in self.found and self._project_call(node.func, scope) \
-                        and _steppy_loop(loop):
+            if kind is ast.Call:
+                self._call(node, scope, hot)  # type: ignore[arg-type]
+                if loop is not None and PROJECT_CALL not in self.found and \
+                        self._project_call(node.func, scope) and self._steppy(loop):  # type: ignore[attr-defined]
                     self.found.add(PROJECT_CALL)
             elif hot:
                 self._other(node, scope)
-            work.extend((child, scope, hot, loop, step) for child in children(node))
 
     def _other(self, node: ast.AST, scope: ast.AST) -> None:
         found = self.found
