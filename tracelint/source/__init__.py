@@ -9,10 +9,12 @@ per file, and worker processes when there are many files.
 """
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
@@ -114,6 +116,32 @@ def lint_paths(
             yield item
         else:
             files.append((item, config_for(item)))
+    with _fewer_collections():
+        results, hidden = _analyse(files, config_for, fix, unsafe_fixes, progress)
+    for (path, *_), (items, _) in results:
+        if path in hidden:  # a project file the run reached: only what the calls into it bring
+            yield from (f for f in items if isinstance(f, Finding) and _key(f) not in hidden[path])
+        else:
+            yield from items
+
+
+@contextmanager
+def _fewer_collections():
+    """Python's cycle collector, less often while a run analyses: a run keeps the parsed trees of the files it may
+    analyse again (lint.parse), hundreds of thousands of objects that each full collection walks (on timm, a third
+    of the run went to collections); cycles among the young objects are still collected. Restored afterwards."""
+    before = gc.get_threshold()
+    gc.set_threshold(100_000, 50, 1000)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+def _analyse(files: list[tuple[Path, Config]], config_for: Callable[[Path], Config], fix: bool | Literal["diff"],
+             unsafe_fixes: bool, progress: bool) -> tuple[list[tuple[tuple, tuple[list, object]]], dict]:
+    """The jobs of the run (files it reached included) with their results, and the keys of the findings the files
+    it reached have on their own ({path: keys}: not reported)."""
     # A run of several files follows per-step calls across them (callers.py): results are held until the
     # functions other files call every step have been analysed as such.
     if len(files) > 1:
@@ -143,11 +171,7 @@ def lint_paths(
         hidden = _follow_calls(jobs, results, config_for, cache)
         if len(files) > 1 and not fix:
             _settle_precision(jobs, results)
-    for job, (items, _) in zip(jobs, results, strict=True):
-        if job[0] in hidden:  # a project file the run reached: only what the calls into it bring
-            yield from (f for f in items if isinstance(f, Finding) and _key(f) not in hidden[job[0]])
-        else:
-            yield from items
+    return list(zip(jobs, results, strict=True)), hidden
 
 
 # The part of a file analysed on its own (a one-file run, a project file a call leads to): no entry points yet, its
