@@ -876,3 +876,35 @@ def test_a_join_of_appended_masks_is_a_mask(tmp_path, appended, flagged):
         """
     paths = write(tmp_path, {"head.py": text})
     assert sites(paths.values(), tmp_path) == ([("head.py", 11, "TL106")] if flagged else [])
+
+
+@pytest.mark.parametrize("passed, flagged", [("sizes", True), ("[[4, 4]]", False)])
+def test_a_call_that_cannot_bind_is_another_modules(tmp_path, passed, flagged):
+    """DETR's post-processors share a dict: ``post["segm"](results, out, sizes, max_sizes)`` and ``post["panoptic"](
+    out, sizes)`` reach both forwards (the key is not followed), but a call of two arguments cannot call a forward
+    that needs four: what Segm's ``max_sizes`` holds comes from the calls that can bind it. The near miss: what they
+    pass is a Python list."""
+    text = f"""\
+        import torch
+        import torch.nn as nn
+
+        class Segm(nn.Module):
+            def forward(self, results, outputs, sizes, max_sizes):
+                h, w = max_sizes.max(0)[0].tolist()        # line 6
+                return results
+
+        class Panoptic(nn.Module):
+            def forward(self, outputs, sizes, target_sizes=None):
+                return outputs
+
+        post = {{"segm": Segm(), "panoptic": Panoptic()}}
+        model = nn.Linear(4, 4).cuda()
+        for x, t in loader:
+            out = model(x.cuda())
+            sizes = torch.stack(t).cuda()
+            results = post["segm"]([], out, sizes, {passed})
+            pano = post["panoptic"](out, sizes)
+        """
+    paths = write(tmp_path, {"eval.py": text})
+    assert [s for s in sites(paths.values(), tmp_path) if s[2] == "TL102"] == \
+        ([("eval.py", 6, "TL102")] if flagged else [])

@@ -456,6 +456,8 @@ class Values:
             for given in self._run_arguments(fn):  # what other files' per-step calls pass (runcalls.argument_kinds)
                 if any(where in ("*", "**") for where, _ in given):
                     return Kind.UNKNOWN
+                if not _binds(fn, [where for where, _ in given]):
+                    continue  # no call of ``fn``: another module's, where the receiver may be one of several
                 passed = next((k for where, k in given if where == name), None) or \
                     next((k for where, k in given if where == position), None)
                 if passed is None:
@@ -466,6 +468,8 @@ class Values:
             for call in callers.callers(fn):
                 if any(arg.star for arg in call.args):
                     return Kind.UNKNOWN
+                if not _binds(fn, [a.keyword.value if a.keyword is not None else i for i, a in enumerate(call.args)]):
+                    continue
                 given = [a.value for a in call.args if a.keyword is not None and a.keyword.value == name]
                 positional = [a.value for a in call.args if a.keyword is None]
                 if not given and 0 <= position < len(positional):
@@ -781,6 +785,24 @@ def _is_dtype(expr: cst.BaseExpression, tree: Tree) -> bool:
     qualified = tree.qualified_name(expr) if isinstance(expr, (cst.Attribute, cst.Name)) else None
     return bool(qualified) and qualified.startswith("torch.") and qualified.count(".") == 1 and \
         not qualified.startswith("torch.device")
+
+
+def _binds(fn: cst.FunctionDef, given: list[int | str]) -> bool:
+    """A call passing ``given`` (positions, then keywords; no ``*``/``**``) can call ``fn`` (a method's ``self``
+    not counted): not more positional arguments than it takes, no keyword it lacks, every parameter without a
+    default given. A call that cannot is another function's (``heads["segm"](a, b, c, d)`` and
+    ``heads["panoptic"](a, b, c)``: one container, modules of different signatures)."""
+    params = [*fn.params.posonly_params, *fn.params.params]
+    if params and params[0].name.value in ("self", "cls"):
+        params = params[1:]
+    positional = sum(1 for where in given if isinstance(where, int))
+    keywords = {where for where in given if isinstance(where, str)}
+    named = {p.name.value for p in (*params, *fn.params.kwonly_params)}
+    if positional > len(params) and not isinstance(fn.params.star_arg, cst.Param) or \
+            keywords - named and fn.params.star_kwarg is None:
+        return False
+    return all(i < positional or p.name.value in keywords for i, p in enumerate(params) if p.default is None) and \
+        all(p.name.value in keywords for p in fn.params.kwonly_params if p.default is None)
 
 
 def _not_tensor_here(table: ScopeBindings, name: str, at: int, before: list[Binding]) -> bool:
