@@ -55,6 +55,11 @@ def test_not_element_loops(lint, body):
 def test_nested_loops_are_one_finding_and_outside_the_steps_nothing(lint):
     assert len(_codes(lint, "for i in range(out.size(0)):\n    for j in range(out.size(1)):\n"
                             "        loss += out[i, j]")) == 1
+    # DETR's panoptic post-processing: per image, then per kept query with .item() of each: a sync per element is
+    # a finding of its own inside the loop of kernels
+    assert [line for _, line in _codes(lint, "for row in out:\n    labels = row.argmax(-1)\n"
+                                             "    for label in labels:\n        names.append(label.item())")] == \
+        [8, 10]
     source = """\
     import torch
 

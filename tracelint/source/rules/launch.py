@@ -55,22 +55,24 @@ class TensorElementLoop(SourceRule):
     def finish(self) -> None:
         # Judged after the traversal, when every node has its parent: the element must be used every step (not
         # under a rare guard: ``if not correct[i] and shown < 5: print(x[i])``).
-        reported: set[cst.CSTNode] = set()
+        reported: dict[cst.CSTNode, bool] = {}  # loop -> its report names a host read
         self._by_node = {loop[0]: loop for loop in self._loops}
         for node, target, iterable, body in self._loops:
-            if any(a in reported for a in self.ctx.ancestors(node)):
-                continue  # a loop nested in a reported one is part of it
+            outer = [reported[a] for a in self.ctx.ancestors(node) if a in reported]
             walk = self._walked(target, iterable, body)
             if walk is None:
                 continue
             walked, uses = walk
+            reads = any(map(self._host_read, uses))
+            if outer and (any(outer) or not reads):
+                continue  # part of the reported loop around it; unless it syncs per element inside a loop of kernels
             if isinstance(node, cst.For) and (self.facts.loop_description(node) or
                                               _recurrent(node.body, node.target)):
                 continue  # a loop of steps itself, or a recurrence over time (``h = cell(x[t], h)``)
             loop = self.step_loop(node)
             if loop is None or not (loop.on_device or self.facts.device_evidence()):
                 continue
-            reported.add(node)
+            reported[node] = reads
             self.report(node, self._message(target, iterable, walked, uses, loop.description))
 
     def _message(self, target, iterable, walked: str, uses: list[cst.CSTNode], where: str) -> str:
