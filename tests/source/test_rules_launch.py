@@ -28,6 +28,7 @@ def _codes(lint, body: str) -> list[tuple[str, int]]:
     "for i in range(out.shape[0]):\n    loss += out[i, 0]",
     "b = x.size(0)\nfor i in range(b):\n    loss += out[i].max()",
     "for i in range(batch_size):\n    loss += out[i].max()",
+    "for g in range(num_gt):\n    loss += out[g].max()",  # YOLOX's SimOTA: per ground-truth box of an image
     "for row in out:\n    loss = loss + row.max()",
     "for i, row in enumerate(out):\n    loss = loss + row.max()",
     # names bound anew each iteration are carried across none (clovaai's test.py, hyunwoongko's train.py)

@@ -17,6 +17,7 @@ from tracelint.source.semantic.values import words
 _ELEMENT_WORDS = frozenset({
     "batch", "bs", "b", "sample", "samples", "seq", "len", "length", "tokens", "elements", "rows", "points", "boxes",
     "nodes", "examples", "images", "imgs", "n",
+    "gt", "gts", "objects", "instances", "detections",  # detection: ``range(num_gt)`` counts an image's boxes
 })
 _SIZE_METHODS = frozenset({"size", "numel", "__len__"})
 _METADATA_METHODS = _SIZE_METHODS | {"dim", "stride", "element_size", "nelement", "is_contiguous"}
