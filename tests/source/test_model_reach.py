@@ -908,3 +908,34 @@ def test_a_call_that_cannot_bind_is_another_modules(tmp_path, passed, flagged):
     paths = write(tmp_path, {"eval.py": text})
     assert [s for s in sites(paths.values(), tmp_path) if s[2] == "TL102"] == \
         ([("eval.py", 6, "TL102")] if flagged else [])
+
+
+@pytest.mark.parametrize("mask, flagged", [("boxes.sum(1) > 0", True), ("boxes.argmax(1)", False)])
+def test_a_mask_passed_as_a_parameter_and_a_move_back_in_a_rare_branch(tmp_path, mask, flagged):
+    """YOLOX's SimOTA: ``simota_matching(cost, ..., fg_mask)`` writes ``fg_mask[fg_mask.clone()] = inboxes``; the
+    parameter is a mask because every call passes one, and the ``fg_mask.cuda()`` of the CPU fallback after the call
+    (``if mode == "cpu":``) does not make it a host value before; the prefilter lets ``m.clone()`` of a parameter
+    through as mask-shaped. The near miss: an index tensor passed."""
+    text = f"""\
+        import torch
+        import torch.nn as nn
+
+        class Head(nn.Module):
+            def match(self, cost, fg_mask):
+                inboxes = cost.sum(1) > 0
+                fg_mask[fg_mask.clone()] = inboxes         # line 7
+                return fg_mask
+
+            def forward(self, boxes, mode="gpu"):
+                fg_mask = {mask}
+                matched = self.match(boxes * 2, fg_mask)
+                if mode == "cpu":
+                    fg_mask = fg_mask.cuda()
+                return matched, fg_mask
+
+        head = Head().cuda()
+        for x in loader:
+            head(x.cuda())[0].sum().backward()
+        """
+    paths = write(tmp_path, {"head.py": text})
+    assert sites(paths.values(), tmp_path) == ([("head.py", 7, "TL106")] if flagged else [])

@@ -676,9 +676,13 @@ class _Screen:
             if depth and (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) in \
                     self.functions:  # ``m = self.assign(x)``: what the file's function returns (values.returned)
                 return True
+            # ``m.clone()`` of a parameter ``m`` (a name the function never assigns): what its callers pass may be a
+            # mask (YOLOX's ``fg_mask[fg_mask.clone()] = ...`` in simota_matching)
             return isinstance(func, ast.Attribute) and (func.attr in MASK_METHODS or func.attr in JOINS or
-                                                        func.attr in MASK_KEEPING and
-                                                        self._mask_like(func.value, scope, depth)) or \
+                                                        func.attr in MASK_KEEPING and (
+                                                            self._mask_like(func.value, scope, depth) or
+                                                            isinstance(func.value, ast.Name) and not depth and
+                                                            not self.values.get(scope, {}).get(func.value.id))) or \
                 any(k.arg == "dtype" for k in index.keywords) or any(ast_dotted_name(a) in ("torch.bool", "bool")
                                                                      for a in index.args)
         if isinstance(index, ast.Name) and depth == 0:

@@ -514,8 +514,9 @@ class NonzeroInLoop(SourceRule):
             value = self.facts.value_of(expr)
             if value is not None:
                 return self._is_bool(value, depth + 1)
-            returned = self.facts.returned_values(expr)  # ``_, fg_mask = self.get_assignments(...)``
-            return bool(returned) and all(self._is_bool(r, depth + 1) for r in returned)
+            # ``_, fg_mask = self.get_assignments(...)``; a parameter: what every call of its function passes
+            held = self.facts.returned_values(expr) or self.facts.parameter_values(expr)
+            return bool(held) and all(self._is_bool(r, depth + 1) for r in held)
         return False
 
     def _joined(self, parts: cst.BaseExpression) -> list[cst.BaseExpression]:

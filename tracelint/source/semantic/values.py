@@ -214,7 +214,7 @@ class Values:
 
     def _common_path(self, before: list[Binding], use: cst.CSTNode) -> list[Binding]:
         """``before`` (a name's bindings before ``use``, in order) less the last ones made in a rare branch."""
-        while len(before) > 1 and self._in_rare_branch(before[-1], use):
+        while len(before) > 1 and self._in_rare_branch(before[-1].value, use):
             before.pop()
         return before
 
@@ -238,6 +238,18 @@ class Values:
             self._buffer_names = frozenset(call.args[0].value.value[1:-1] for call in calls
                                            if call.args and isinstance(call.args[0].value, cst.SimpleString))
         return self._buffer_names
+
+    def parameter_values(self, name: cst.Name) -> list[cst.BaseExpression] | None:
+        """What the file's calls pass when ``name`` is a parameter of its function not rebound before it
+        (``passed``); None otherwise."""
+        scope = self.scope_of(name)
+        table = self.bindings(scope)
+        at = table.order.get(name)
+        before = [b for b in table.bindings.get(name.value, ()) if at is not None and b.order < at]
+        if not isinstance(scope, cst.FunctionDef) or len(before) != 1 or before[0].value is not None or \
+                before[0].loop is not None:
+            return None
+        return self.passed(scope, name.value)
 
     def returned_values(self, name: cst.Name) -> list[cst.BaseExpression] | None:
         """What ``name`` holds when its nearest plain binding before it is a call of one of this file's functions
@@ -402,7 +414,7 @@ class Values:
         # ``if mode == "cpu": x = x.cpu()`` does not decide what ``x`` is on the common path
         before = self._common_path([b for b in found if b.order < at], name)
         if _not_tensor_here(table, name.value, at, before) or self._config(name, scope, at, depth) or \
-                self._moved_later(name.value, at, table):
+                self._moved_later(name, at, table):
             return Kind.HOST
         if before:
             if self._host_element(name.value, before[-1], table):
@@ -420,15 +432,15 @@ class Values:
         kinds = {self._binding_kind(b, found, scope, depth) for b in found}
         return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
 
-    def _in_rare_branch(self, binding: Binding, use: cst.CSTNode) -> bool:
-        """``binding`` is made in the body of an ``if`` with a rare test (loops.guard_polarity), or in an ``except``
-        handler (``try: m = f(x) except OOM: m = f(x, "cpu")``), that ``use`` is not in: on most runs the name keeps
-        its earlier binding."""
+    def _in_rare_branch(self, node: cst.CSTNode | None, use: cst.CSTNode) -> bool:
+        """``node`` (a binding's value, a move) is in the body of an ``if`` with a rare test (loops.guard_polarity),
+        or in an ``except`` handler (``try: m = f(x) except OOM: m = f(x, "cpu")``), that ``use`` is not in: on most
+        runs the name keeps its earlier binding."""
         polarity = getattr(self, "guard_polarity", None)
-        if binding.value is None or polarity is None:
+        if node is None or polarity is None:
             return False
-        child = binding.value
-        for parent in self.tree.ancestors(binding.value):
+        child = node
+        for parent in self.tree.ancestors(node):
             if isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 return False
             if isinstance(parent, cst.If) and child is parent.body and polarity(parent.test) == 1 or \
@@ -465,23 +477,40 @@ class Values:
                 kinds.add(Kind(passed))
                 if len(kinds) > 1 or Kind.UNKNOWN in kinds:
                     return Kind.UNKNOWN
-            for call in callers.callers(fn):
-                if any(arg.star for arg in call.args):
-                    return Kind.UNKNOWN
-                if not _binds(fn, [a.keyword.value if a.keyword is not None else i for i, a in enumerate(call.args)]):
-                    continue
-                given = [a.value for a in call.args if a.keyword is not None and a.keyword.value == name]
-                positional = [a.value for a in call.args if a.keyword is None]
-                if not given and 0 <= position < len(positional):
-                    given = [positional[position]]
-                if not given:
-                    return Kind.UNKNOWN  # its default (or a mismatched call)
-                kinds.add(self._kind(given[0], self.scope_of(given[0]), None, depth + 1))
+            passed = self.passed(fn, name)
+            if passed is None:
+                return Kind.UNKNOWN
+            for value in passed:
+                kinds.add(self._kind(value, self.scope_of(value), None, depth + 1))
                 if len(kinds) > 1 or Kind.UNKNOWN in kinds:
                     return Kind.UNKNOWN
             return kinds.pop() if kinds else Kind.UNKNOWN
         finally:
             self._parameters_open.discard(key)
+
+    def passed(self, fn: cst.FunctionDef, name: str) -> list[cst.BaseExpression] | None:
+        """What the file's calls of ``fn`` that can bind its parameters (``_binds``) pass as parameter ``name``, one
+        expression per call (callers.Callers.callers: ``f(x)``, ``self.f(x)``, ``model(x)`` for a forward); None
+        when one of them passes ``*args``/``**kwargs`` or leaves it to its default."""
+        callers = getattr(self, "callers", None)
+        params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
+        if callers is None or name not in params and name not in {p.name.value for p in fn.params.kwonly_params}:
+            return None
+        position = params.index(name) - (1 if params[:1] in (["self"], ["cls"]) else 0) if name in params else -1
+        found = []
+        for call in callers.callers(fn):
+            if any(arg.star for arg in call.args):
+                return None
+            if not _binds(fn, [a.keyword.value if a.keyword is not None else i for i, a in enumerate(call.args)]):
+                continue
+            given = [a.value for a in call.args if a.keyword is not None and a.keyword.value == name]
+            positional = [a.value for a in call.args if a.keyword is None]
+            if not given and 0 <= position < len(positional):
+                given = [positional[position]]
+            if not given:
+                return None  # its default
+            found.append(given[0])
+        return found
 
     def _keyword_values_kind(self, loop: cst.For, name: str, fn: cst.FunctionDef, depth: int) -> Kind:
         """A value of ``**kwargs`` the loop walks (``for k, v in kwargs.items()``, ``for v in kwargs.values()``):
@@ -685,13 +714,15 @@ class Values:
         return method == "type" and first is not None and (isinstance(first, cst.Name) or
                                                            "cuda" in self.tree.code_for(first))
 
-    def _moved_later(self, name: str, at: int, table: ScopeBindings) -> bool:
-        """The value ``name`` holds at order ``at`` is moved to a device later in the scope (``x.to("cuda")``,
-        with at most ``x = x.to(dtype)`` / ``x = x.view(...)`` between): it is on the host until then (a data
-        generator that builds a batch on the CPU and yields it moved)."""
+    def _moved_later(self, use: cst.Name, at: int, table: ScopeBindings) -> bool:
+        """The value the name ``use`` holds at order ``at`` is moved to a device later in the scope (``x.to(
+        "cuda")``, with at most ``x = x.to(dtype)`` / ``x = x.view(...)`` between): it is on the host until then (a
+        data generator that builds a batch on the CPU and yields it moved). A move in a rare branch (``if mode ==
+        "cpu": ... x = x.cuda()``: YOLOX's CPU fallback moving results back) says nothing of the common path."""
+        name = use.value
         for call in table.moves.get(name, ()):
             order = table.order.get(call)
-            if order is None or order <= at or not self._to_device(call):
+            if order is None or order <= at or not self._to_device(call) or self._in_rare_branch(call, use):
                 continue
             between = [b for b in table.bindings.get(name, ()) if at < b.order < order]
             if all(_self_derived(b, name) and not self._to_device(b.value) for b in between):
