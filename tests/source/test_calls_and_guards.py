@@ -199,6 +199,9 @@ GUARDED = {
     # opt-in switches that exist to synchronize or time
     "if args.synchronize_step:\n        torch.cuda.synchronize()": False,
     "if timing:\n        torch.cuda.synchronize()": False,
+    # a flag named for recording, bound to a test: the test decides (YOLOX's evaluator times every batch but the last)
+    "is_time_record = i < len(loader) - 1\n    if is_time_record:\n        torch.cuda.synchronize()": True,
+    "is_time_record = i % 100 == 0\n    if is_time_record:\n        torch.cuda.synchronize()": False,
 }
 
 

@@ -296,6 +296,10 @@ def guard_polarity(test: cst.BaseExpression, tree: Tree, facts: Facts | None = N
         if isinstance(op, cst.In) and facts is not None and facts.counts(test.left):
             return 1  # ``if i in sample_ids:``: a few chosen steps
         return 0
+    if isinstance(test, cst.Name) and facts is not None:
+        value = facts.value_of(test)  # ``is_time_record = cur_iter < len(loader) - 1``: its test, not its name
+        if isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
+            return guard_polarity(value, tree, facts)
     if isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
         func = test.func if isinstance(test, cst.Call) else test
         name = dotted_name(func) or ""
