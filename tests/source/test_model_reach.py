@@ -939,3 +939,25 @@ def test_a_mask_passed_as_a_parameter_and_a_move_back_in_a_rare_branch(tmp_path,
         """
     paths = write(tmp_path, {"head.py": text})
     assert sites(paths.values(), tmp_path) == ([("head.py", 7, "TL106")] if flagged else [])
+
+
+@pytest.mark.parametrize("sizes, flagged", [("torch.stack(t).cuda()", True), ("[(4, 4)] * len(t)", False)])
+def test_a_row_of_a_tensor_a_loop_walks_is_a_tensor(tmp_path, sizes, flagged):
+    """DETR's PostProcessSegm: ``for i, (mask, t, tt) in enumerate(zip(masks, max_sizes, orig_sizes))`` binds
+    ``tt`` to a row of a CUDA tensor, and ``tt.tolist()`` copies it to the host per image (numpy arrays have
+    ``.tolist()`` too: only a tensor's row is evidence). The near miss: the sizes are a list of Python tuples."""
+    text = f"""\
+        import torch
+        import torch.nn.functional as F
+
+        model = torch.nn.Conv2d(3, 1, 1).cuda()
+        for x, t in loader:
+            masks = model(x.cuda())
+            sizes = {sizes}
+            out = []
+            for i, (mask, size) in enumerate(zip(masks, sizes)):
+                out.append(F.interpolate(mask[None], size=tuple(size.tolist())))  # line 10
+        """
+    paths = write(tmp_path, {"post.py": text})
+    assert [s for s in sites(paths.values(), tmp_path) if s[2] == "TL102"] == \
+        ([("post.py", 10, "TL102")] if flagged else [])

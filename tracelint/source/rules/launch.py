@@ -9,7 +9,7 @@ import libcst as cst
 
 from tracelint.source.rule import SourceRule
 from tracelint.source.rules.compiled import breaks, compiled_code
-from tracelint.source.semantic.bindings import names_in
+from tracelint.source.semantic.bindings import names_in, unpack_loop
 from tracelint.source.semantic.model import callee_name, iter_descendants
 from tracelint.source.semantic.values import words
 
@@ -97,7 +97,7 @@ class TensorElementLoop(SourceRule):
         range(B)`` (``for i, _ in enumerate(x)`` of a tensor) with ``B`` counting elements (``len(x)``,
         ``x.size(0)``, ``x.shape[0]``, ``batch_size``, a count read from a tensor) and ``t[i]`` / ``t[i, j]`` of a
         tensor ``t`` in the body. Only uses that run on every iteration count."""
-        index, pairs = _unpack(target, iterable)
+        index, pairs = unpack_loop(target, iterable)
         for element, source in pairs:
             if not self._walks_rows(source):
                 continue
@@ -151,7 +151,7 @@ class TensorElementLoop(SourceRule):
         for ancestor in self.ctx.ancestors(name):
             if not isinstance(ancestor, (cst.For, cst.CompFor)) or _inside(name, ancestor.iter, self.ctx):
                 continue
-            for element, source in _unpack(ancestor.target, ancestor.iter)[1]:
+            for element, source in unpack_loop(ancestor.target, ancestor.iter)[1]:
                 if name.value not in {n.value for n in names_in(element)}:
                     continue
                 if isinstance(source, cst.Name):
@@ -227,23 +227,6 @@ class TensorElementLoop(SourceRule):
         if isinstance(parent, (cst.If, cst.While, cst.Assert, cst.IfExp, cst.CompIf)) and parent.test is node:
             return node
         return None
-
-
-def _unpack(target, iterable) -> tuple[str | None, list[tuple[cst.BaseExpression, cst.BaseExpression]]]:
-    """The loop's index (``i`` of ``for i in range(n)`` / ``for i, x in enumerate(t)``) and its (element target,
-    what it is an element of) pairs: ``for x in t`` -> [(x, t)], ``for a, b in zip(s, t)`` -> [(a, s), (b, t)]."""
-    index = None
-    if isinstance(iterable, cst.Call) and callee_name(iterable) == "enumerate" and iterable.args and \
-            isinstance(target, cst.Tuple) and len(target.elements) == 2:
-        first = target.elements[0].value
-        index = first.value if isinstance(first, cst.Name) else None
-        target, iterable = target.elements[1].value, iterable.args[0].value
-    if isinstance(iterable, cst.Call) and callee_name(iterable) == "zip" and isinstance(target, cst.Tuple) and \
-            len(target.elements) == len(iterable.args) and not any(a.star or a.keyword for a in iterable.args):
-        return index, [(t.value, a.value) for t, a in zip(target.elements, iterable.args, strict=True)]
-    if isinstance(iterable, cst.Call) and callee_name(iterable) == "range":
-        return (target.value if isinstance(target, cst.Name) else None), []
-    return index, [(target, iterable)]
 
 
 def _is_read(name: cst.Name, ctx) -> bool:

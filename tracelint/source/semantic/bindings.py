@@ -122,6 +122,23 @@ class ScopeBindings:
             self._bind(target, at, None, loop=loop)
 
 
+def unpack_loop(target, iterable) -> tuple[str | None, list[tuple[cst.BaseExpression, cst.BaseExpression]]]:
+    """The loop's index (``i`` of ``for i in range(n)`` / ``for i, x in enumerate(t)``) and its (element target,
+    what it is an element of) pairs: ``for x in t`` -> [(x, t)], ``for a, b in zip(s, t)`` -> [(a, s), (b, t)]."""
+    index = None
+    if isinstance(iterable, cst.Call) and callee_name(iterable) == "enumerate" and iterable.args and \
+            isinstance(target, cst.Tuple) and len(target.elements) == 2:
+        first = target.elements[0].value
+        index = first.value if isinstance(first, cst.Name) else None
+        target, iterable = target.elements[1].value, iterable.args[0].value
+    if isinstance(iterable, cst.Call) and callee_name(iterable) == "zip" and isinstance(target, cst.Tuple) and \
+            len(target.elements) == len(iterable.args) and not any(a.star or a.keyword for a in iterable.args):
+        return index, [(t.value, a.value) for t, a in zip(target.elements, iterable.args, strict=True)]
+    if isinstance(iterable, cst.Call) and callee_name(iterable) == "range":
+        return (target.value if isinstance(target, cst.Name) else None), []
+    return index, [(target, iterable)]
+
+
 def _type_tested(test: cst.BaseExpression) -> str | None:
     """The name a test says is a tensor: ``torch.is_tensor(x)``, ``isinstance(x, torch.Tensor)`` (or a tuple of
     tensor types)."""

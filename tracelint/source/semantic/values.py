@@ -16,7 +16,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from tracelint.source.semantic.bindings import Binding, ScopeBindings, names_in
+from tracelint.source.semantic.bindings import Binding, ScopeBindings, names_in, unpack_loop
 from tracelint.source.semantic.callers import qualname
 from tracelint.source.semantic.calls import literal
 from tracelint.source.semantic.model import callee_name, dotted_name, iter_children
@@ -423,6 +423,9 @@ class Values:
                 kind = self._keyword_values_kind(before[-1].loop, name.value, scope, depth)
                 if kind is not Kind.UNKNOWN:
                     return kind
+            if isinstance(before[-1].loop, (cst.For, cst.CompFor)) and \
+                    self._row_of_tensor(before[-1].loop, name, depth):
+                return Kind.TENSOR
             if before[-1].value is None and isinstance(scope, cst.FunctionDef) and len(before) == 1:
                 return self._parameter_kind(scope, name.value, depth)
             return self._binding_kind(before[-1], found, scope, depth)
@@ -431,6 +434,14 @@ class Values:
         # A loop-carried name bound later in the loop: trust it only when every binding agrees.
         kinds = {self._binding_kind(b, found, scope, depth) for b in found}
         return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
+
+    def _row_of_tensor(self, loop: cst.For | cst.CompFor, name: cst.Name, depth: int) -> bool:
+        """The loop binds ``name`` to an element of a tensor it walks (``for row in t``, through ``zip`` and
+        ``enumerate``: ``for i, (mask, size) in enumerate(zip(masks, sizes))``): a row, a tensor where ``t`` is."""
+        for element, source in unpack_loop(loop.target, loop.iter)[1]:
+            if isinstance(element, cst.Name) and element.value == name.value:
+                return self._kind(source, self.scope_of(source), None, depth + 1) is Kind.TENSOR
+        return False
 
     def _in_rare_branch(self, node: cst.CSTNode | None, use: cst.CSTNode) -> bool:
         """``node`` (a binding's value, a move) is in the body of an ``if`` with a rare test (loops.guard_polarity),
