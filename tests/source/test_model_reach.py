@@ -961,3 +961,38 @@ def test_a_row_of_a_tensor_a_loop_walks_is_a_tensor(tmp_path, sizes, flagged):
     paths = write(tmp_path, {"post.py": text})
     assert [s for s in sites(paths.values(), tmp_path) if s[2] == "TL102"] == \
         ([("post.py", 10, "TL102")] if flagged else [])
+
+
+@pytest.mark.parametrize("guard, flagged", [("isinstance(self.sampler, LossAwareSampler)", True),
+                                            ("self.sampler is not None", False)])
+def test_a_method_call_under_an_isinstance_test_runs_that_classs_method(tmp_path, guard, flagged):
+    """improved-diffusion's TrainLoop: ``if isinstance(self.schedule_sampler, LossAwareSampler):
+    self.schedule_sampler.update_with_local_losses(t, losses)`` every microbatch runs LossAwareSampler's method (the
+    sampler itself comes from a factory of another file): its ``.item()`` per rank is a sync every step. The near
+    miss: a test that names no class says nothing of what the sampler is."""
+    paths = write(tmp_path, {
+        "resample.py": """\
+            import torch
+
+            class LossAwareSampler:
+                def update_with_local_losses(self, ts, losses):
+                    sizes = [torch.tensor([0], device=losses.device) for _ in range(4)]
+                    return [x.item() for x in sizes]          # line 6
+            """,
+        "train.py": f"""\
+            import torch
+            from resample import LossAwareSampler
+
+            class TrainLoop:
+                def __init__(self, model, sampler):
+                    self.model, self.sampler = model, sampler
+
+                def run(self, loader):
+                    for x in loader:
+                        losses = self.model(x.cuda())
+                        if {guard}:
+                            self.sampler.update_with_local_losses(x, losses.detach())
+                        losses.mean().backward()
+            """})
+    assert [s for s in sites(paths.values(), tmp_path) if s[0] == "resample.py"] == \
+        ([("resample.py", 6, "TL101")] if flagged else [])

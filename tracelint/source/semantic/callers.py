@@ -645,6 +645,22 @@ class Callers:
         return frozenset(q for fn in self.index.functions if (q := qualname(fn, self.tree)) is not None
                          and self.facts.body_steps(fn.body))
 
+    def _narrowed(self, receiver: cst.BaseExpression, call: cst.Call) -> list[str]:
+        """The imported classes an enclosing ``if isinstance(receiver, C):`` says ``receiver`` is an instance of
+        where ``call`` runs (its body: improved-diffusion's ``if isinstance(self.schedule_sampler,
+        LossAwareSampler): self.schedule_sampler.update_with_local_losses(...)``)."""
+        code = " ".join(self.tree.code_for(receiver).split())
+        child: cst.CSTNode = call
+        for parent in self.tree.ancestors(call):
+            if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if isinstance(parent, cst.If) and child is parent.body:
+                found = _isinstance_classes(parent.test, code, self.tree)
+                if found:
+                    return found
+            child = parent
+        return []
+
     def imported(self, call: cst.Call) -> list[str]:
         """The qualified names of the imported function or methods ``call`` may call: ``helper(x)``,
         ``mod.helper(x)``, ``agent.update()`` with ``agent = algo.PPO(...)`` (every class the name is assigned in
@@ -665,12 +681,27 @@ class Callers:
                 cls = built if isinstance(built, str) else self.tree.qualified_name(built)
                 if cls is not None and not (isinstance(built, str) and self._is_own(built[1:].partition(":")[0])):
                     targets.append(f"{cls}.{func.attr.value}")
+        if target is None and isinstance(func, cst.Attribute):  # under ``if isinstance(obj, C):``, obj is a C
+            for cls in self._narrowed(func.value, call):
+                targets.append(f"{cls}.{func.attr.value}")
         if target is None:  # an instance call: ``model(x)`` with ``model = models.Net()`` runs Net.forward
             for built in self.modules.constructors(func):
                 cls = built if isinstance(built, str) else self.tree.qualified_name(built)
                 if cls is not None and not (isinstance(built, str) and self._is_own(built[1:].partition(":")[0])):
                     targets.append(f"{cls}.{MODULE_METHOD}")
         return [t for t in targets if t.split(".")[0] not in EXTERNAL_MODULES]
+
+
+def _isinstance_classes(test: cst.BaseExpression, receiver: str, tree) -> list[str]:
+    """The qualified names of the classes ``isinstance(<receiver>, C)`` (or a tuple of classes) tests, where the
+    first argument's code is ``receiver``; empty for any other test."""
+    if not (isinstance(test, cst.Call) and callee_name(test) == "isinstance" and len(test.args) == 2 and
+            " ".join(tree.code_for(test.args[0].value).split()) == receiver):
+        return []
+    classes = test.args[1].value
+    found = [tree.qualified_name(e.value) for e in classes.elements] if isinstance(classes, cst.Tuple) else \
+        [tree.qualified_name(classes)]
+    return [c for c in found if c is not None]
 
 
 def _short_path(path: str) -> str:
