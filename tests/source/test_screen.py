@@ -233,3 +233,24 @@ def test_a_screened_out_file_never_imports_libcst(tmp_path):
              "print(code, 'libcst' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe, str(clean)], capture_output=True, text=True, check=True)
     assert out.stdout.split()[-2:] == ["0", "False"]
+
+
+@pytest.mark.parametrize("setting", [
+    "os.environ['CUDA_LAUNCH_BLOCKING'] = '1'",
+    "os.environ.setdefault('CUDA_LAUNCH_BLOCKING', '1')",
+    "os.environ.update({'CUDA_LAUNCH_BLOCKING': '1'})",
+    "os.environ.update(CUDA_LAUNCH_BLOCKING='1')",
+    "os.putenv('CUDA_LAUNCH_BLOCKING', '1')",
+])
+def test_an_environment_setting_is_a_site_where_the_file_names_launch_blocking(setting):
+    assert may_report("TL702", sites(f"import os\n{setting}\n"))
+
+
+@pytest.mark.parametrize("setting", [
+    "os.environ['CUDA_VISIBLE_DEVICES'] = '1'",
+    "os.environ.setdefault('MASTER_PORT', '29500')",
+    "state.update(model.state_dict())",
+])
+def test_other_environment_settings_and_updates_are_not_sites(setting):
+    # a model file's ``cfg.update(...)`` once let TL702 through: timm parsed 36 files for a rule that cannot fire
+    assert not may_report("TL702", sites(f"import os\n{setting}\n"))

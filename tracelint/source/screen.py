@@ -123,7 +123,9 @@ BIASED_NORM = "biased-norm"        # a Conv/ConvTranspose call not given bias=Fa
 PROJECT_CALL = "project-call"
 
 SYNC_KINDS = frozenset({ITEM, HOST_COPY, SCALAR, FORMAT, SYNCHRONIZE, DATA_DEPENDENT_CALL, MASK_INDEX})
-ENV_SETTING = "env-setting"        # an item of os.environ assigned (os.environ["CUDA_LAUNCH_BLOCKING"] = "1")   TL702
+# an item of os.environ assigned, or a call named setdefault, update or putenv, in a file that names
+# CUDA_LAUNCH_BLOCKING (``os.environ["CUDA_LAUNCH_BLOCKING"] = "1"``: TL702 sets nothing else, and only by that literal)
+ENV_SETTING = "env-setting"
 SITE_KINDS = SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD, HOST_BUILT, ELEMENT_LOOP, OFF_TILE, BIASED_NORM,
                            ENV_SETTING}
 _CONVS = frozenset({"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"})
@@ -173,6 +175,8 @@ _HOST_VALUES = (ast.Constant, ast.JoinedStr, ast.List, ast.Tuple, ast.Dict, ast.
 _MEMBERSHIP = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
 _BIT_OPS = (ast.BitAnd, ast.BitOr, ast.BitXor)
 _MAX_DEPTH = 12
+_LAUNCH_BLOCKING = "CUDA_LAUNCH_BLOCKING"
+_ENV_CALLS = frozenset({"setdefault", "update", "putenv"})
 _STATEMENT_LOOPS = frozenset({ast.For, ast.AsyncFor, ast.While})
 # The node types pass 1 reads (_collect_node), that start a frame of pass 2 (_walk: defs, lambdas, classes, loops),
 # and that pass 2 judges (assignments, calls, and what _other reads)
@@ -230,7 +234,7 @@ def examine(text: str) -> Look:
         return Look(None, too_complex=True)
     except (SyntaxError, ValueError, OverflowError):
         return Look(None)
-    screen = _Screen(tree)
+    screen = _Screen(tree, _LAUNCH_BLOCKING in text)
     try:
         found = screen.run()
         return Look(found, depth=screen.depth, defines=_defines(tree), parsed=True)
@@ -315,8 +319,9 @@ def _is_str(expr: ast.expr) -> bool:
 
 
 class _Screen:
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, launch_blocking: bool = False) -> None:
         self.tree = tree
+        self.launch_blocking = launch_blocking  # the text names CUDA_LAUNCH_BLOCKING (ENV_SETTING)
         self.found: set[str] = set()
         self.names = Names()                    # imports and once-assigned aliases (semantic.names)
         self.imports = self.names.imports       # bound name -> what it imports
@@ -358,6 +363,8 @@ class _Screen:
         self._walk()
         found = self.found
         found.update(CALL_PREFIX + name for name in self.called)
+        if self.launch_blocking and self.called & _ENV_CALLS:
+            found.add(ENV_SETTING)
         if OFF_TILE not in found and any(self._may_be_off_tile(size, scope) for size, scope in self.sizes):
             found.add(OFF_TILE)
         if {"conv", "norm"} <= self.biased or {"linear", "flat-norm"} <= self.biased:
@@ -734,8 +741,9 @@ class _Screen:
         for node, frame in self.judged:
             scope, hot, loop, _step = states[frame] if frame >= 0 else outside
             kind = type(node)
-            if kind is ast.Assign and any(isinstance(t, ast.Subscript) and "environ" in self._leaves(t.value)
-                                          for t in node.targets):  # type: ignore[attr-defined]
+            if kind is ast.Assign and self.launch_blocking and any(
+                    isinstance(t, ast.Subscript) and "environ" in self._leaves(t.value)
+                    for t in node.targets):  # type: ignore[attr-defined]
                 self.found.add(ENV_SETTING)
             if kind is ast.Call:
                 self._call(node, scope, hot)  # type: ignore[arg-type]
