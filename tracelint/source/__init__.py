@@ -116,8 +116,8 @@ def lint_paths(
             yield item
         else:
             files.append((item, config_for(item)))
-    with _fewer_collections():
-        results, hidden = _analyse(files, config_for, fix, unsafe_fixes, progress)
+    with _fewer_collections(), _Workers() as workers:
+        results, hidden = _analyse(files, config_for, fix, unsafe_fixes, progress, workers)
     for (path, *_), (items, _) in results:
         if path in hidden:  # a project file the run reached: only what the calls into it bring
             yield from (f for f in items if isinstance(f, Finding) and _key(f) not in hidden[path])
@@ -139,7 +139,8 @@ def _fewer_collections():
 
 
 def _analyse(files: list[tuple[Path, Config]], config_for: Callable[[Path], Config], fix: bool | Literal["diff"],
-             unsafe_fixes: bool, progress: bool) -> tuple[list[tuple[tuple, tuple[list, object]]], dict]:
+             unsafe_fixes: bool, progress: bool, workers: _Workers,
+             ) -> tuple[list[tuple[tuple, tuple[list, object]]], dict]:
     """The jobs of the run (files it reached included) with their results, and the keys of the findings the files
     it reached have on their own ({path: keys}: not reported)."""
     # A run of several files follows per-step calls across them (callers.py): results are held until the
@@ -163,12 +164,12 @@ def _analyse(files: list[tuple[Path, Config]], config_for: Callable[[Path], Conf
         parts = [_ALONE] * len(files)
     cache = _cache(files) if not fix else None
     jobs = [(path, config, fix, unsafe_fixes, part, cache) for (path, config), part in zip(files, parts, strict=True)]
-    results = list(_run_jobs(jobs, progress))
+    results = list(_run_jobs(jobs, workers, progress))
     if progress and jobs:
         print(file=sys.stderr)
     hidden: dict[Path, set[tuple]] = {}
     if len(files) > 1 or any(told is not None and told.hot_calls for _, told in results):
-        hidden = _follow_calls(jobs, results, config_for, cache)
+        hidden = _follow_calls(jobs, results, config_for, workers, cache)
         if len(files) > 1 and not fix:
             _settle_precision(jobs, results)
     return list(zip(jobs, results, strict=True)), hidden
@@ -204,17 +205,18 @@ def _display(path: Path) -> Path:
         return path
 
 
-def _run_jobs(jobs: list, progress: bool = False) -> Iterator[tuple[list, object]]:
+def _run_jobs(jobs: list, workers: _Workers, progress: bool = False) -> Iterator[tuple[list, object]]:
+    """The results of ``jobs`` in their order: in worker processes once the run has started them (the first time
+    it had enough files for them), else in this process."""
     from tracelint.source.lint import source_rules
 
     known = _cached(jobs) if len(jobs) >= PARALLEL_MIN_FILES else {}
     todo = [job for i, job in enumerate(jobs) if i not in known]
-    workers = min(os.cpu_count() or 1, len(todo) // 8 or 1)
-    if len(todo) < PARALLEL_MIN_FILES or workers < 2:
-        computed: Iterator[tuple[list, object]] = map(_lint_job, todo)
-    else:
+    count = min(os.cpu_count() or 1, len(todo) // 8 or 1)
+    if not workers and len(todo) >= PARALLEL_MIN_FILES and count >= 2:
         source_rules()  # import libcst and the rules before forking, so that workers inherit them
-        computed = _parallel(todo, workers)
+        workers.start(count)
+    computed: Iterator[tuple[list, object]] = workers.map(todo) if workers else map(_lint_job, todo)
     results = (known[i] if i in known else next(computed) for i in range(len(jobs)))
     for done, result in enumerate(results, start=1):
         if progress:
@@ -222,8 +224,8 @@ def _run_jobs(jobs: list, progress: bool = False) -> Iterator[tuple[list, object
         yield result
 
 
-def _follow_calls(jobs: list, results: list[tuple[list, object]],
-                  config_for: Callable[[Path], Config], cache=None) -> dict[Path, set[tuple]]:
+def _follow_calls(jobs: list, results: list[tuple[list, object]], config_for: Callable[[Path], Config],
+                  workers: _Workers, cache=None) -> dict[Path, set[tuple]]:
     """Analyse again, with their entry points, the files whose functions other files of the run call every step
     (runcalls.resolve), and add the findings that brings to their results (in place, before their FileChecked).
     The rounds that settle who calls what analyse a file with its rules the first time it is in one, and for its
@@ -255,7 +257,7 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
         found = sorted(reached(calls, project)) if time.monotonic() < deadline else []
         if found:
             more = [(_display(path), config_for(path), False, False, _ALONE, cache) for path in found]
-            for job, result in zip(more, _run_jobs(more), strict=True):
+            for job, result in zip(more, _run_jobs(more, workers), strict=True):
                 index[job[0]] = len(jobs)
                 jobs.append(job)
                 results.append(result)
@@ -281,7 +283,7 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
             break
         again = [(path, jobs[index[path]][1], False, False, part if path in settled else (*part[:-1], False), cache)
                  for path, part in wanted.items()]
-        for job, (items, told) in zip(again, _run_jobs(again), strict=True):
+        for job, (items, told) in zip(again, _run_jobs(again, workers), strict=True):
             settled[job[0]] = job[4]
             if not job[4][-1]:
                 full[job[0]] = (job[4][:-1], (items, told))
@@ -291,7 +293,7 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]],
     final = [(path, jobs[index[path]][1], False, False, (*part[:-1], False), cache)
              for path, part in settled.items() if full.get(path, ((),))[0] != part[:-1]]
     finals = {path: result for path, (part, result) in full.items() if part == settled[path][:-1]}
-    finals.update((job[0], result) for job, result in zip(final, _run_jobs(final), strict=True))
+    finals.update((job[0], result) for job, result in zip(final, _run_jobs(final, workers), strict=True))
     for path, (items, told) in finals.items():
         old_items = results[index[path]][0]
         seen = {_key(f) for f in old_items if isinstance(f, Finding)}
@@ -325,12 +327,113 @@ def _settle_precision(jobs: list, results: list[tuple[list, object]]) -> None:
             results[i] = ([f for f in items if not (isinstance(f, Finding) and f.code in dropped)], told)
 
 
-def _parallel(jobs: list, workers: int) -> Iterator[list]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+class _Workers:
+    """Worker processes that live for the whole run: each round of ``_follow_calls`` sends a file to the worker that
+    analysed it before, which still holds its tree and screen (lint.parse, lint._examine). A pool per round parsed
+    and screened those files again, and a round of fewer than PARALLEL_MIN_FILES ran here, where no file was parsed.
+    Falsy until ``start``."""
 
-    # fork: workers start in milliseconds with the parsed rules already imported (spawn would re-import all).
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-    context = multiprocessing.get_context(method)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        yield from pool.map(_lint_job, jobs, chunksize=max(1, min(16, len(jobs) // (workers * 8))))
+    def __init__(self) -> None:
+        self._conns: list = []
+        self._processes: list = []
+        self._owner: dict[Path, int] = {}  # the worker each file went to
+
+    def __bool__(self) -> bool:
+        return bool(self._conns)
+
+    def __enter__(self) -> _Workers:
+        return self
+
+    def __exit__(self, kind, *_) -> None:
+        for conn in self._conns:
+            try:
+                if kind is None:
+                    conn.send(None)  # done: the worker returns
+                conn.close()
+            except OSError:
+                pass
+        for process in self._processes:
+            if kind is not None:  # Ctrl-C or an error: not one more file
+                process.kill()
+            process.join()
+
+    def start(self, count: int) -> None:
+        import multiprocessing
+
+        # fork: workers start in milliseconds with the parsed rules already imported (spawn would re-import all).
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+        context = multiprocessing.get_context(method)
+        for _ in range(count):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_serve, args=(theirs,), daemon=True)
+            process.start()
+            theirs.close()
+            self._conns.append(ours)
+            self._processes.append(process)
+
+    def map(self, jobs: list) -> Iterator[tuple[list, object]]:
+        """``_lint_job`` of each job, in their order: a job goes to the worker its file went to before, any other to
+        the first worker free, largest file first (so that the workers finish together), a few at a time."""
+        from collections import deque
+        from multiprocessing.connection import wait
+
+        size = max(1, min(4, len(jobs) // (len(self._conns) * 16)))
+        own: list[deque[int]] = [deque() for _ in self._conns]
+        new: list[int] = []
+        for i, job in enumerate(jobs):
+            owner = self._owner.get(job[0])
+            own[owner].append(i) if owner is not None else new.append(i)
+        anyone = deque(sorted(new, key=lambda i: -_size(jobs[i][0])))
+        busy: dict[int, list[int]] = {}  # worker -> the jobs it has
+        done: dict[int, tuple[list, object]] = {}
+
+        def feed(worker: int) -> None:
+            queue = own[worker] or anyone
+            chunk = [queue.popleft() for _ in range(min(size, len(queue)))]
+            if chunk:
+                self._owner.update((jobs[i][0], worker) for i in chunk)
+                self._conns[worker].send([jobs[i] for i in chunk])
+                busy[worker] = chunk
+
+        for worker in range(len(self._conns)):
+            feed(worker)
+        for i in range(len(jobs)):
+            while i not in done:
+                for conn in wait([self._conns[w] for w in busy]):
+                    worker = self._conns.index(conn)
+                    try:
+                        ok, value = conn.recv()
+                    except EOFError:
+                        raise RuntimeError("a worker process of the run died") from None
+                    if not ok:
+                        raise value
+                    done.update(zip(busy.pop(worker), value, strict=True))
+                    feed(worker)
+            yield done.pop(i)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _serve(conn) -> None:
+    """A worker of ``_Workers``: the results of each list of jobs it receives, until it receives None. Ctrl-C is
+    the parent's to handle (it kills the workers)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            jobs = conn.recv()
+        except EOFError:
+            return
+        if jobs is None:
+            return
+        try:
+            reply: tuple = (True, [_lint_job(job) for job in jobs])
+        except Exception as exc:  # noqa: BLE001 - raised again in the parent, as a pool would
+            reply = (False, exc)
+        conn.send(reply)
