@@ -66,9 +66,22 @@ TRAIN = """\
     """
 
 
+FACTORY = """\
+    from head import Head
+
+    def build_head():
+        return Head()
+    """
+TRAIN_HEAD = TRAIN.replace("from model import Net", "from factory import build_head").replace("Net()", "build_head()")
+
+
 def test_workers_find_what_one_process_finds_across_rounds(tmp_path, monkeypatch):
     (tmp_path / "model.py").write_text(textwrap.dedent(MODEL))
     (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
+    (tmp_path / "head.py").write_text(textwrap.dedent(MODEL).replace("Net", "Head"))
+    (tmp_path / "factory.py").write_text(textwrap.dedent(FACTORY))
+    for name in ("train_head.py", "eval_head.py"):  # two files ask the workers what factories return
+        (tmp_path / name).write_text(textwrap.dedent(TRAIN_HEAD))
     for i in range(30):
         (tmp_path / f"util{i:02d}.py").write_text(f"import torch\n\ndef f{i}(x):\n    return x.item()\n")
     config = Config(root=Path("/nonexistent"))
@@ -80,4 +93,5 @@ def test_workers_find_what_one_process_finds_across_rounds(tmp_path, monkeypatch
 
     alone = found(1)
     assert ("model.py", 6, "TL101") in alone  # reached in a later round: train.py calls Net.forward every step
+    assert ("head.py", 6, "TL101") in alone  # through the factory another file defines (project.factories)
     assert found(2) == alone

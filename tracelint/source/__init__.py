@@ -235,7 +235,7 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]], config_for: Ca
     calls lead to (project.reached) are added to ``jobs`` and ``results``; the keys of the findings they have on
     their own are returned ({path: keys}): not reported."""
     from tracelint.source.lint import callers_of
-    from tracelint.source.project import ProjectIndex, factories, parameter_modules, reached
+    from tracelint.source.project import ProjectIndex, parameter_modules, reached
     from tracelint.source.runcalls import (
         MAX_ROUNDS,
         RunCalls,
@@ -268,7 +268,7 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]], config_for: Ca
         # caller's (RunCalls.device), which would drop it from the next round's set
         on_device |= device
         pinned, stepping, given = pinned_parameters(calls), stepping_calls(calls), argument_kinds(calls)
-        made = factories(calls, project) if time.monotonic() < deadline else {}
+        made = _factories(calls, project, workers, cache) if time.monotonic() < deadline else {}
         passed = parameter_modules(calls, project)
 
         wanted = {}
@@ -309,6 +309,35 @@ def _follow_calls(jobs: list, results: list[tuple[list, object]], config_for: Ca
     return hidden
 
 
+def _factories(calls: dict, project, workers: _Workers, cache) -> dict:
+    """project.factories of the run: in the workers when it has them, each for the files it analysed (it holds the
+    trees of most files a factory leads to, and keeps those it parses for the next round; here none is parsed, and
+    each was parsed again)."""
+    from tracelint.source.project import factories
+
+    asking = [path for path, told in calls.items() if told.made]
+    if not workers or len(asking) < 2:
+        return factories(calls, project)
+    shares = [(calls, frozenset(p for p in asking if workers.owner(p) == i), cache) for i in range(len(workers))]
+    found: dict = {}
+    for part in workers.each(_factories_share, shares):
+        found.update(part)
+    return found
+
+
+_PROJECT: list = []  # in a worker: the ProjectIndex its shares of ``_factories`` keep for the run
+
+
+def _factories_share(share: tuple) -> dict:
+    from tracelint.source.lint import callers_of
+    from tracelint.source.project import ProjectIndex, factories
+
+    calls, asking, cache = share
+    if not _PROJECT:
+        _PROJECT.append(ProjectIndex(callers_of, cache))
+    return factories(calls, _PROJECT[0], asking)
+
+
 def _settle_precision(jobs: list, results: list[tuple[list, object]]) -> None:
     """Drop the TL401/TL404 findings of files whose programs' precision settings do not call for them
     (precision_settings.settle: the rules reported them pending, as the settings of the other files were not known
@@ -340,6 +369,13 @@ class _Workers:
 
     def __bool__(self) -> bool:
         return bool(self._conns)
+
+    def __len__(self) -> int:
+        return len(self._conns)
+
+    def owner(self, path: Path) -> int:
+        """The worker ``path`` went to (the first one if none did)."""
+        return self._owner.get(path, 0)
 
     def __enter__(self) -> _Workers:
         return self
@@ -392,7 +428,7 @@ class _Workers:
             chunk = [queue.popleft() for _ in range(min(size, len(queue)))]
             if chunk:
                 self._owner.update((jobs[i][0], worker) for i in chunk)
-                self._conns[worker].send([jobs[i] for i in chunk])
+                self._conns[worker].send((_lint_job, [jobs[i] for i in chunk]))
                 busy[worker] = chunk
 
         for worker in range(len(self._conns)):
@@ -401,15 +437,25 @@ class _Workers:
             while i not in done:
                 for conn in wait([self._conns[w] for w in busy]):
                     worker = self._conns.index(conn)
-                    try:
-                        ok, value = conn.recv()
-                    except EOFError:
-                        raise RuntimeError("a worker process of the run died") from None
-                    if not ok:
-                        raise value
-                    done.update(zip(busy.pop(worker), value, strict=True))
+                    done.update(zip(busy.pop(worker), _reply(conn), strict=True))
                     feed(worker)
             yield done.pop(i)
+
+    def each(self, task: Callable, items: list) -> list:
+        """``task(item)`` of one item per worker, in their order."""
+        for conn, item in zip(self._conns, items, strict=True):
+            conn.send((task, [item]))
+        return [_reply(conn)[0] for conn in self._conns]
+
+
+def _reply(conn) -> list:
+    try:
+        ok, value = conn.recv()
+    except EOFError:
+        raise RuntimeError("a worker process of the run died") from None
+    if not ok:
+        raise value
+    return value
 
 
 def _size(path: Path) -> int:
@@ -420,20 +466,21 @@ def _size(path: Path) -> int:
 
 
 def _serve(conn) -> None:
-    """A worker of ``_Workers``: the results of each list of jobs it receives, until it receives None. Ctrl-C is
-    the parent's to handle (it kills the workers)."""
+    """A worker of ``_Workers``: ``task(item)`` of each item of each (task, items) it receives, until it receives
+    None. Ctrl-C is the parent's to handle (it kills the workers)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
-            jobs = conn.recv()
+            message = conn.recv()
         except EOFError:
             return
-        if jobs is None:
+        if message is None:
             return
+        task, items = message
         try:
-            reply: tuple = (True, [_lint_job(job) for job in jobs])
+            reply: tuple = (True, [task(item) for item in items])
         except Exception as exc:  # noqa: BLE001 - raised again in the parent, as a pool would
             reply = (False, exc)
         conn.send(reply)

@@ -14,7 +14,7 @@ call leads there.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import lru_cache, partial
 from pathlib import Path
 
@@ -284,13 +284,16 @@ def factory_classes(target: str, element: int | None, caller: _Module, modules: 
     return classes
 
 
-def factories(calls: dict[Path, RunCalls], index: ProjectIndex) -> dict[Path, dict[tuple[str, int | None], tuple]]:
+def factories(calls: dict[Path, RunCalls], index: ProjectIndex, asking: Collection[Path] | None = None,
+              ) -> dict[Path, dict[tuple[str, int | None], tuple]]:
     """{file: {(target, element): ("@path:C", ...)}}: what the factory calls each file reported (RunCalls.made)
-    return."""
+    return; only those of the files ``asking`` when given."""
     modules = [_Module(path, _parts(path), told) for path, told in calls.items()]
     found: dict[Path, dict] = {}
     run = None  # what factory_classes reads of the run's files: their paths and what they define
     for caller in modules:
+        if asking is not None and caller.path not in asking:
+            continue
         for target, element in caller.calls.made:
             if run is None:
                 run = index.digest({str(resolved(m.path)): m.calls.defines for m in modules})
