@@ -44,6 +44,7 @@ REASONS: dict[str, Callable[[Finding, Mapping], bool]] = {
     "TL401": lambda f, config: "ffma" in f.location.event,
     "TL405": lambda f, config: "nchwToNhwc" in f.location.event and _d(f)["nchw_kernel_us_per_step"] > 0,
     "TL501": lambda f, config: _d(f)["kernels_per_step"] >= 50 and _d(f)["launch_delay_us"] <= 50,
+    "TL505": lambda f, config: _d(f)["fusable_pct_of_kernel_time"] >= 30 and "Gelu" in f.location.event,
     "TL601": lambda f, config: _d(f)["comm_overlap_pct"] < 10,
     "TL602": lambda f, config: _d(f)["straggler_rank"] == 1 and _d(f)["straggler_verdict"] == "cpu-bound",
     "TL603": lambda f, config: _d(f)["stage_bubble_pct"] >= 15 and _d(f)["pipeline_bubble_analytic_pct"] > 40,

@@ -276,6 +276,28 @@ PROFILER_INFLATION = _declare(
     "profiler_inflation", "ratio", "lower",
     "The profiled step (the longer of step_cpu_us_mean and step_gpu_span_us_mean) over unprofiled_step_ms: how "
     "much recording slowed the step.", gate="max-profiler-inflation")
+MODEL_FLOP_PER_STEP = _declare(
+    "model_flop_per_step", "count", None,
+    "Floating-point operations per step that the ops' argument shapes give (record_shapes=True; "
+    "tracelint.trace.flops): GEMMs at their innermost op (2·M·K·N; forward and the autograd backward), "
+    "convolutions (forward, and backward per gradient asked), fused attention (forward 4·B·H·S_q·S_k·D, backward "
+    "twice that, causal counted as half), summed over the ops launched in the profiled steps and divided by their "
+    "number; None without shapes. Compiled (Triton) kernels and CUDA-graph replays carry no shapes: their work is "
+    "not in it (flop_unattributed_pct).")
+FLOP_UNATTRIBUTED_PCT = _declare(
+    "flop_unattributed_pct", "pct", "lower",
+    "Kernel time of compiled (Triton) kernels and CUDA-graph replays, whose work no op's shapes give, as a percent "
+    "of kernel_time_us: the share of the GPU's work model_flop_per_step cannot see.")
+MFU_PCT = _declare(
+    "mfu_pct", "pct", "higher",
+    "model_flop_per_step over the step time and the device's dense peak for the dtype that carries most of the "
+    "FLOPs (tracelint.trace.flops.PEAKS: datasheet figures; fp32 GEMMs on Tensor Cores count at the TF32 peak), in "
+    "percent. The step time is unprofiled_step_ms when the trace has it, else step_ms (said in mfu_basis). None "
+    "for a device the table does not hold, without shapes, or when flop_unattributed_pct is 5 or more.")
+MFU_BASIS = _declare(
+    "mfu_basis", "label", None,
+    "What mfu_pct divides by: the step time and where it comes from, the dtype and its dense peak (the table's "
+    "sources are in tracelint.trace.flops.PEAKS), or why there is no MFU.")
 # The identity of the device and of the job, and the summary over the ranks of a job (``scope="job"``,
 # tracelint.trace.analyze.rank_summary); the job's metrics sit around world_size, which both kinds of report carry.
 DEVICE = _declare(
@@ -393,8 +415,8 @@ EXPLAINS: dict[str, tuple[Metric, ...]] = {
                     H2D_PCT_OF_GPU_BUSY),
     "cpu-bound": (*_HEADLINE, *_HOST_IDLE, HOST_SYNCS_PER_STEP, KERNELS_PER_STEP, MEAN_KERNEL_US, LAUNCH_DELAY_US,
                   PROFILER_INFLATION),
-    "gpu-bound": (*_HEADLINE, MATMUL_TENSOR_CORE_PCT, FP32_MATMUL_OFF_TC_PCT, TENSOR_CORE_PCT, ATTENTION_PCT,
-                  MEMORY_BOUND_KERNEL_PCT, H2D_PCT_OF_GPU_BUSY, EXPOSED_COMM_PCT, PEAK_MEMORY_PCT),
+    "gpu-bound": (*_HEADLINE, MFU_PCT, MATMUL_TENSOR_CORE_PCT, FP32_MATMUL_OFF_TC_PCT, TENSOR_CORE_PCT,
+                  ATTENTION_PCT, MEMORY_BOUND_KERNEL_PCT, H2D_PCT_OF_GPU_BUSY, EXPOSED_COMM_PCT, PEAK_MEMORY_PCT),
     "comm-bound": (*_HEADLINE, COMPUTE_BUSY_PCT, COMM_TIME_US, COMM_OVERLAP_PCT, EXPOSED_COMM_PCT, COMM_WAIT_US),
     "pipeline-bound": (*_HEADLINE, COMPUTE_BUSY_PCT, P2P_TIME_US, EXPOSED_P2P_US, P2P_WAIT_US, P2P_TRANSFER_US,
                        PIPELINE_STAGE, STAGE_BUBBLE_PCT),

@@ -24,7 +24,7 @@ import orjson
 
 from tracelint.trace.events import UNSET, TypedChunk
 from tracelint.trace.kernels import collective_name
-from tracelint.trace.model import GEMM_OPS, KERNEL, MEMCPY, MEMSET
+from tracelint.trace.model import KERNEL, MEMCPY, MEMSET, SHAPED_OPS
 
 COMM_OP = "record_param_comms"  # the CPU op c10d records each collective and send/recv with (model.CommOp)
 
@@ -168,14 +168,16 @@ class _Slow(Exception):
     """An event the fast path leaves to the tolerant reader."""
 
 
-def _shapes(args: dict) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]] | None:
-    """(dims, types) of an op's ``Input Dims`` / ``Input type`` args; None when the trace has no usable shapes."""
-    dims, types = args.get("Input Dims"), args.get("Input type")
+def _shapes(args: dict) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...], tuple[str, ...]] | None:
+    """(dims, types, concrete values) of an op's ``Input Dims`` / ``Input type`` / ``Concrete Inputs`` args (the
+    first 16 arguments); None when the trace has no usable shapes."""
+    dims, types, concrete = args.get("Input Dims"), args.get("Input type"), args.get("Concrete Inputs")
     if dims.__class__ is not list or types.__class__ is not list:
         return None
     shapes = tuple(tuple(d) if d.__class__ is list and all(x.__class__ is int and 0 <= x < _I64 for x in d) else ()
-                   for d in dims[:8])
-    return shapes, tuple(t if t.__class__ is str else "" for t in types[:8])
+                   for d in dims[:16])
+    values = tuple(c if c.__class__ is str else "" for c in concrete[:16]) if concrete.__class__ is list else ()
+    return shapes, tuple(t if t.__class__ is str else "" for t in types[:16]), values
 
 
 def _collective_args(args: dict, correlation: int | None) -> tuple:
@@ -242,7 +244,7 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     intern = names.setdefault
     ops, runtime, gpu_raw, syncs, frames, memory, steps, comms, ranges, shaped, comm_ops = ([] for _ in range(11))
     pipelining = [0]  # frames of torch.distributed.pipelining (one count per part of a parallel read)
-    watched = GEMM_OPS | {COMM_OP}
+    watched = SHAPED_OPS | {COMM_OP}
     annotations: set[str] = set()
     stacks: dict[str, str | None] = {}  # "Call stack" arg -> its innermost user frame
     frames_seen: dict[str, object] = {}  # a python_function name -> what _frame gives (None too), in the typed reader
@@ -338,7 +340,7 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                     note("`args.Call stack` not a string", e)
                     stack = None
                 ops.append((intern(name, name), tid, ts, end, None if stack is None else stack_of(stack)))
-                if name in GEMM_OPS and (found := _shapes(args)) is not None:
+                if name in SHAPED_OPS and (found := _shapes(args)) is not None:
                     shaped.append((intern(name, name), tid, ts, end, *found))
                 elif name == COMM_OP:
                     comm_ops.append(_comm_op(tid, ts, args))
@@ -435,6 +437,8 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                             shape_args["Input Dims"] = loads(memoryview(args.input_dims))
                         if args.input_types is not None:
                             shape_args["Input type"] = loads(memoryview(args.input_types))
+                        if args.concrete_inputs is not None:
+                            shape_args["Concrete Inputs"] = loads(memoryview(args.concrete_inputs))
                     except ValueError:  # (orjson's error) a value the loader's repairs read
                         return i
                     found = _shapes(shape_args)

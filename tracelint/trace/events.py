@@ -61,6 +61,7 @@ else:
         # a GEMM op's shapes (collect._shapes), kept undecoded (None: absent), decoded by orjson for the few ops read
         input_dims: msgspec.Raw = field(default=None, name="Input Dims")
         input_types: msgspec.Raw = field(default=None, name="Input type")
+        concrete_inputs: msgspec.Raw = field(default=None, name="Concrete Inputs")
 
     class Event(msgspec.Struct, gc=False):
         cat: str | None = None

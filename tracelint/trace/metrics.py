@@ -127,6 +127,9 @@ def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_
     from tracelint.trace.recording import recording_metrics
 
     recording_metrics(m, analysis.recording)
+    from tracelint.trace.flops import flop_metrics
+
+    flop_metrics(analysis, launched)
     return analysis
 
 

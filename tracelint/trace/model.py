@@ -40,11 +40,25 @@ class Op(NamedTuple):
 # ATen matmul ops whose argument shapes and dtypes (``Input Dims`` / ``Input type``, written with record_shapes=True)
 # the model keeps, as ShapedOps: the GEMM shapes a rule judges (TL404).
 GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear"})
+# The other ops whose FLOPs their arguments give (tracelint.trace.flops): convolutions at the dispatcher (forward and
+# backward) and the fused attention kernels' ops, forward and backward (the math path runs bmm ops: GEMM_OPS).
+CONV_OPS = frozenset({"aten::convolution", "aten::convolution_backward"})
+ATTENTION_OPS = frozenset({
+    "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_flash_attention_backward",
+    "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_efficient_attention_backward",
+    "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_cudnn_attention_backward",
+    "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+    "aten::_scaled_dot_product_fused_attention_overrideable",
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+})
+SHAPED_OPS = GEMM_OPS | CONV_OPS | ATTENTION_OPS
 
 
 class ShapedOp(NamedTuple):
-    """A GEMM op (``GEMM_OPS``) with the shapes and dtypes of its inputs; an input that is not a tensor has ``()``
-    dims (a scalar, a list, a value the trace wrote oddly) and its type as written (``Scalar``, ``""``)."""
+    """An op of ``SHAPED_OPS`` with the shapes and dtypes of its inputs; an input that is not a tensor has ``()``
+    dims (a scalar, a list, a value the trace wrote oddly) and its type as written (``Scalar``, ``""``); ``concrete``
+    is the op's ``Concrete Inputs`` as written (``"[2, 2]"``, ``"True"``; empty strings for tensors; ``()`` where the
+    trace has none)."""
 
     name: str
     tid: object
@@ -52,6 +66,7 @@ class ShapedOp(NamedTuple):
     end: float
     dims: tuple[tuple[int, ...], ...]
     types: tuple[str, ...]
+    concrete: tuple[str, ...] = ()
 
 
 class RuntimeCall(NamedTuple):

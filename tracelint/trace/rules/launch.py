@@ -1,8 +1,10 @@
 """Launch overhead and compilation: a step whose GPU idles between many short kernels while the host launches them
 (TL501); a compiled model whose forward breaks into several graphs with eager work between them (TL503); a compiled
-model that recompiles inside its steady-state steps (TL504)."""
+model that recompiles inside its steady-state steps (TL504); a GPU-bound eager step whose kernel time goes largely to
+memory-bound kernels that torch.compile would fuse (TL505)."""
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -10,6 +12,10 @@ from tracelint.engine import Config, Finding, SourceLocation
 from tracelint.engine import metrics as M
 from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.compiled import GraphBreak, graph_breaks, step_compilations
+from tracelint.trace.kernels import CONV, LAYOUT_CONVERSION, memory_layout
+from tracelint.trace.metrics import is_optimizer
+from tracelint.trace.model import KERNEL
+from tracelint.trace.recording import step_ms
 from tracelint.trace.rule import TraceRule
 from tracelint.trace.rules._common import finding, in_few_steps, launched_under, ms, pct
 from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, Verdict
@@ -184,3 +190,121 @@ def _graph_calls(analysis: TraceAnalysis) -> int:
                and model.step_at(op.start) is not None) or \
         sum(1 for op in model.ops if op.name in ("CompiledFunction", "CompiledFunctionBackward")
             and model.step_at(op.start) is not None)
+
+
+# The share of an eager step's fusable kernel time (_fusable) that torch.compile saved on the project's GPT-2-small
+# fixture pair (gpt_eager_bf16 / gpt_compiled, bf16, batch 12 x 1024, H200, torch 2.11; their tlprofile traces):
+# 15.40 ms per step eager, 10.91 ms compiled (inductor's fused Triton kernels included), 29.2 % less; the step
+# measured without the profiler went from 34.08 to 29.48 ms (the 4.5 ms the GPU's kernel time lost).
+FUSION_SAVING = 0.29
+# The same for a convolutional network, whose memory-bound kernels (batch norm, ReLU, residual adds) inductor fuses
+# around the convolutions (and whose convolutions it may move to channels_last): ResNet-50, fp32, batch 256, synthetic
+# batches on the device (bench/fusion_ab.py, H200, torch 2.11): 116.51 ms per step eager, 66.99 ms compiled (1.74x),
+# 49.5 ms saved, 75.7 % of the 65.38 ms per step of fusable kernels the fixture with that model and batch shows
+# (pageable_copies_fixed). bf16 at batch 128 (conv_nchw_bf16): 55.46 -> 30.51 ms, 24.96 ms saved; the estimate from
+# its trace (0.757 x 36.87 ms) is 27.9 ms, 12 % above.
+CONV_FUSION_SAVING = 0.757
+CONV_NET_MIN_PCT = 5.0  # convolution kernels' share of the kernel time from which a step is a conv net's (ResNet-50
+# bf16: 9.7 %, its implicit-GEMM convolutions aside; a transformer: 0)
+COMPILED_MAX_PCT = 10.0  # a step with more compiled kernel time than this is compiled already: no advice to compile
+
+
+class UnfusedMemoryBoundKernels(TraceRule):
+    """Memory-bound kernels (elementwise, normalization, softmax, reductions) take at least
+    ``fusion-min-memory-bound-pct`` of the kernel time of a GPU-bound step that runs no compiled (Triton) kernels:
+    torch.compile would fuse them. The estimate is FUSION_SAVING of their time."""
+
+    code = "TL505"
+
+    def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
+        m = analysis.metrics
+        if verdict.kind != GPU_BOUND:
+            return  # the GPU does not set the step: fewer GPU microseconds buy nothing
+        if (M.COMPILED_KERNEL_PCT.of(m) or 0) >= COMPILED_MAX_PCT or M.GRAPH_KERNEL_PCT.of(m):
+            return  # compiled (or replayed as CUDA graphs) already
+        kernel_us = M.KERNEL_TIME_US.of(m)
+        if not kernel_us:
+            return
+        by_name = _fusable(analysis)
+        fusable_us = sum(g.end - g.start for items in by_name.values() for g in items)
+        share = 100.0 * fusable_us / kernel_us
+        if share < config.threshold("fusion-min-memory-bound-pct"):
+            return
+        n_steps = len(analysis.model.steps) or 1
+        memory_us = fusable_us / n_steps
+        conv_us = sum(us for name, us in _kernel_time_by_name(analysis).items() if _is_conv(analysis, name))
+        conv_net = 100.0 * conv_us / kernel_us >= CONV_NET_MIN_PCT
+        rate = CONV_FUSION_SAVING if conv_net else FUSION_SAVING
+        saving = rate * memory_us
+        basis = ("what compiling saved on the project's ResNet-50 (fp32, batch 256, H200: 116.5 -> 67.0 ms per step "
+                 "without the profiler, 1.74x)" if conv_net else
+                 "what compiling saved on the project's GPT-2-small fixture (bf16, H200: 34.1 -> 29.5 ms per step "
+                 "without the profiler, 1.16x)")
+        unprofiled = M.UNPROFILED_STEP_MS.of(m)
+        step = (unprofiled or step_ms(m) or 0.0) * 1000.0
+        of_step = f" ({pct(100.0 * saving / step)} of the {ms(step)} step{'' if unprofiled else ' as profiled'})" \
+            if step else ""
+        top_name, top = max(by_name.items(), key=lambda kv: sum(g.end - g.start for g in kv[1]))
+        short = top_name if len(top_name) <= 80 else top_name[:77] + "..."
+        message = (f"memory-bound kernels (elementwise, normalization, softmax, reductions; the optimizer's and "
+                   f"layout conversions aside) take {pct(share)} of the kernel time of this GPU-bound step in eager "
+                   f"mode ({ms(memory_us)} per step, "
+                   f"{len(by_name)} kernels; largest: `{short}`): each one reads and writes its tensors through "
+                   "memory. torch.compile fuses chains of them into a few kernels (`model = torch.compile(model)`): "
+                   f"an estimated {ms(saving)} per step saved{of_step}, {100 * rate:.0f} % of their time, {basis}")
+        first = min(top, key=lambda g: g.start)
+        loc = analysis.location(step=first.step, start=first.start, end=first.end, event=top_name)
+        if first.launch is not None:
+            loc = replace(loc, source=analysis.source_at(first.launch.tid, first.launch.start))
+        yield finding(self, message, loc, fusable_pct_of_kernel_time=round(share, 2),
+                      fusable_us_per_step=round(memory_us, 1),
+                      estimated_saving_us_per_step=round(saving, 1))
+
+
+def _fusable(analysis: TraceAnalysis) -> dict[str, list]:
+    """The memory-bound kernels of the steps that compiling the model would fuse, by name: not the optimizer's
+    (launched inside ``Optimizer.step``: torch.compile(model) leaves it as it is) and not a layout conversion between
+    NCHW and NHWC (TL405's)."""
+    model = analysis.model
+    names = {name for name in model.op_names() if is_optimizer(name)}
+    spans: dict[object, tuple[list[float], list[float]]] = {}
+    for op in model.ops if names else ():
+        if op.name in names:
+            starts, ends = spans.setdefault(op.tid, ([], []))
+            starts.append(op.start)
+            ends.append(op.end)
+    for starts, ends in spans.values():  # (Optimizer.step spans of one thread do not overlap)
+        order = sorted(range(len(starts)), key=starts.__getitem__)
+        starts[:], ends[:] = [starts[i] for i in order], [ends[i] for i in order]
+    fusable: dict[str, bool] = {}  # by kernel name
+    by_name: dict[str, list] = {}
+    for g in analysis.gpu_events:
+        if g.kind != KERNEL or g.step is None:
+            continue
+        ok = fusable.get(g.name)
+        if ok is None:
+            ok = fusable[g.name] = analysis.kernel_class(g.name).memory_bound and \
+                memory_layout(g.name) != LAYOUT_CONVERSION
+        if not ok:
+            continue
+        launch = g.launch
+        if launch is not None and launch.tid in spans:
+            starts, ends = spans[launch.tid]
+            i = bisect_right(starts, launch.start) - 1
+            if i >= 0 and launch.start <= ends[i]:
+                continue  # launched inside Optimizer.step
+        by_name.setdefault(g.name, []).append(g)
+    return by_name
+
+
+def _is_conv(analysis: TraceAnalysis, name: str) -> bool:
+    return analysis.kernel_class(name).op == CONV
+
+
+def _kernel_time_by_name(analysis: TraceAnalysis) -> dict[str, float]:
+    """The kernel time launched in the steps, by kernel name."""
+    found: dict[str, float] = {}
+    for g in analysis.gpu_events:
+        if g.kind == KERNEL and g.step is not None:
+            found[g.name] = found.get(g.name, 0.0) + (g.end - g.start)
+    return found

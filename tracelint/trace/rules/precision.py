@@ -12,6 +12,7 @@ from dataclasses import replace
 from tracelint.engine import Config, Finding
 from tracelint.engine import metrics as M
 from tracelint.trace.analysis import TraceAnalysis
+from tracelint.trace.flops import innermost_gemms
 from tracelint.trace.kernels import CHANNELS_FIRST, CONV, LAYOUT_CONVERSION, memory_layout, name_arch
 from tracelint.trace.model import KERNEL, ShapedOp
 from tracelint.trace.rule import TraceRule
@@ -158,20 +159,6 @@ def gemm_shape(op: ShapedOp) -> tuple[int, int, int] | None:
     return a[-2], b[-1], a[-1]
 
 
-def _innermost(ops: list[ShapedOp]) -> list[ShapedOp]:
-    """The GEMM ops that contain no other one on their thread (``aten::linear`` around ``aten::addmm``: the addmm)."""
-    by_tid: dict[object, list[ShapedOp]] = {}
-    for op in ops:
-        by_tid.setdefault(op.tid, []).append(op)
-    kept = []
-    for items in by_tid.values():
-        for i, op in enumerate(items):
-            if i + 1 < len(items) and items[i + 1].start < op.end:
-                continue  # the next GEMM op on this thread starts inside it
-            kept.append(op)
-    return kept
-
-
 class GemmShapeOffTensorCoreTiles(TraceRule):
     """fp16/bf16 GEMM ops (record_shapes) with M, N or K not a multiple of 8, on a share of the GEMM time."""
 
@@ -182,7 +169,7 @@ class GemmShapeOffTensorCoreTiles(TraceRule):
         if not model.shaped_ops:
             return  # recorded without record_shapes=True
         total, off = 0.0, {}
-        for op in _innermost(model.shaped_ops):
+        for op in innermost_gemms(model.shaped_ops):
             shape = gemm_shape(op)
             if shape is None:
                 continue

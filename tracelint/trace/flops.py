@@ -1,0 +1,327 @@
+"""The floating-point work of a step, from the ops' argument shapes (``record_shapes=True``), and the device's peak.
+
+What is counted (one count per op that does the work, so that nothing is counted twice):
+
+- **GEMM**: the innermost op of ``GEMM_OPS`` on its thread (``aten::linear`` around ``aten::addmm``: the addmm):
+  ``mm`` [M, K] x [K, N] and ``addmm`` are 2·M·K·N; ``bmm``/``baddbmm`` 2·B·M·K·N; ``matmul`` 2·M·K·N times the
+  broadcast batch; ``linear`` 2·(rows of the input)·in·out. The autograd engine runs the backward's GEMMs as these
+  same ops, so forward and backward are both counted (the "6·N per token" of a dense model).
+- **Convolution**: ``aten::convolution`` (forward) is 2·N·C_out·(output pixels)·(C_in / groups)·(kernel size), the
+  output size from the input size, stride, padding and dilation; ``aten::convolution_backward`` counts the same
+  again for each gradient its output mask asks for (input, weight), as ``torch.utils.flop_counter`` does.
+- **Attention**: the fused scaled-dot-product ops (flash, memory-efficient, cuDNN): forward 4·B·H·S_q·S_k·D (the
+  two matmuls, Q·Kᵀ and P·V), backward twice that (four matmuls; a flash kernel's recomputation of P is hardware
+  work, not model work, and is not counted). **Causal attention is counted as half** (the masked half of the
+  scores is never computed by these kernels); ``torch.utils.flop_counter`` counts it in full. The math path runs
+  ``bmm`` ops, which the GEMM count takes.
+
+Model FLOPs per step are the sum over the ops launched in the profiled steps, divided by their number. What the
+arguments cannot give is counted and said: compiled (Triton) kernels and CUDA-graph replays carry no op shapes, so
+their GPU time is "unattributed". With activation checkpointing the recomputed forward is counted again: the sum is
+then hardware FLOPs (HFU), not model FLOPs (MFU).
+
+Peaks (``PEAKS``): dense Tensor Core TFLOP/s per dtype, from the vendors' datasheets (their sparse figures halved
+where a datasheet gives only those). A device not in the table has no peak: MFU is then not given, never guessed.
+"""
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from functools import lru_cache
+from math import prod
+
+from tracelint.trace.model import ATTENTION_OPS, CONV_OPS, GEMM_OPS, KERNEL, ShapedOp
+
+GEMM, CONVOLUTION, ATTENTION = "gemm", "convolution", "attention"
+
+
+def innermost_gemms(ops: list[ShapedOp]) -> list[ShapedOp]:
+    """The GEMM ops that contain no other GEMM op on their thread (``aten::linear`` around ``aten::addmm``: the
+    addmm); ``ops`` sorted by start, as ``TraceModel.shaped_ops`` is."""
+    by_tid: dict[object, list[ShapedOp]] = {}
+    for op in ops:
+        if op.name in GEMM_OPS:
+            by_tid.setdefault(op.tid, []).append(op)
+    kept = []
+    for items in by_tid.values():
+        for i, op in enumerate(items):
+            if i + 1 < len(items) and items[i + 1].start < op.end:
+                continue  # the next GEMM op on this thread starts inside it
+            kept.append(op)
+    return kept
+
+
+_DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64",
+           "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
+           "c10::Float8_e5m2fnuz": "fp8"}
+
+
+def dtype_of(op: ShapedOp) -> str | None:
+    """The dtype of the op's first tensor input as the peak table names it (bf16, fp16, fp32, fp64, fp8)."""
+    for dims, kind in zip(op.dims, op.types, strict=False):
+        if dims:
+            return _DTYPES.get(kind)
+    return None
+
+
+@lru_cache(maxsize=1024)
+def _ints(text: str) -> tuple[int, ...] | None:
+    """``"[2, 2]"`` -> (2, 2); None for what is no list."""
+    return tuple(int(x) for x in re.findall(r"-?\d+", text)) if text.startswith("[") else None
+
+
+def _gemm(op: ShapedOp) -> float | None:
+    dims = [d for d in op.dims if d]
+    name = op.name
+    if name == "aten::mm" and len(dims) >= 2 and len(dims[0]) == 2 and len(dims[1]) == 2:
+        (m, k), (_, n) = dims[0], dims[1]
+        return 2.0 * m * k * n
+    if name == "aten::addmm" and len(op.dims) >= 3 and len(op.dims[1]) == 2 and len(op.dims[2]) == 2:
+        (m, k), (_, n) = op.dims[1], op.dims[2]
+        return 2.0 * m * k * n
+    if name in ("aten::bmm", "aten::baddbmm"):
+        a, b = (op.dims[0], op.dims[1]) if name == "aten::bmm" else (op.dims[1], op.dims[2]) if len(op.dims) >= 3 \
+            else ((), ())
+        if len(a) == 3 and len(b) == 3:
+            return 2.0 * a[0] * a[1] * a[2] * b[2]
+        return None
+    if name == "aten::matmul" and len(dims) >= 2:
+        a, b = dims[0], dims[1]
+        if len(b) == 1:  # matrix-vector
+            return 2.0 * prod(a)
+        if len(a) == 1:
+            return 2.0 * prod(b)
+        batch = max(prod(a[:-2]), prod(b[:-2]))
+        return 2.0 * batch * a[-2] * a[-1] * b[-1]
+    if name == "aten::linear" and len(dims) >= 2 and len(dims[1]) == 2:
+        x, (out, inner) = dims[0], dims[1]
+        return 2.0 * prod(x[:-1]) * inner * out
+    return None
+
+
+def _conv_out(size: int, kernel: int, stride: int, pad: int, dilation: int) -> int:
+    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _convolution(op: ShapedOp) -> float | None:
+    """Forward: ``convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)``;
+    backward: ``convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    output_padding, groups, output_mask)``."""
+    concrete = op.concrete
+    if op.name == "aten::convolution":
+        if len(op.dims) < 2 or len(concrete) < 9:
+            return None
+        x, w = op.dims[0], op.dims[1]
+        stride, pad, dilation = _ints(concrete[3]), _ints(concrete[4]), _ints(concrete[5])
+        if len(x) < 3 or len(w) != len(x) or concrete[6] == "True" or not stride or not pad or not dilation:
+            return None  # a transposed convolution: not counted
+        spatial = len(x) - 2
+        stride, pad, dilation = (v * spatial if len(v) == 1 else v for v in (stride, pad, dilation))
+        if not len(stride) == len(pad) == len(dilation) == spatial:
+            return None
+        out = [_conv_out(x[2 + i], w[2 + i], stride[i], pad[i], dilation[i]) for i in range(spatial)]
+        return 2.0 * x[0] * w[0] * prod(out) * w[1] * prod(w[2:])
+    if op.name == "aten::convolution_backward":
+        if len(op.dims) < 3 or len(concrete) < 11:
+            return None
+        grad, x, w = op.dims[0], op.dims[1], op.dims[2]
+        mask = re.findall(r"True|False", concrete[10])
+        if len(grad) < 3 or len(w) != len(grad) or concrete[7] == "True" or len(mask) < 2:
+            return None
+        one = 2.0 * grad[0] * w[0] * prod(grad[2:]) * w[1] * prod(w[2:])  # the forward's FLOPs
+        return one * ((mask[0] == "True") + (mask[1] == "True"))
+    return None
+
+
+def _attention(op: ShapedOp) -> tuple[float, bool] | None:
+    """(FLOPs, causal) of a fused attention op: q, k, v are its first three inputs, [B, H, S, D]; ``is_causal`` is
+    the first boolean among its concrete inputs after the tensors (forward) or the one after ``dropout_p``."""
+    if len(op.dims) < 3:
+        return None
+    q, k, v = op.dims[0], op.dims[1], op.dims[2]
+    if len(q) != 4 or len(k) != 4 or len(v) != 4:
+        return None
+    b, h, s_q, d = q
+    s_k, d_v = k[2], v[3]
+    flops = 2.0 * b * h * s_q * s_k * d + 2.0 * b * h * s_q * s_k * d_v
+    causal = _causal(op)
+    if causal:
+        flops /= 2
+    backward = op.name.endswith("_backward")
+    if backward:
+        q, k, v = op.dims[1], op.dims[2], op.dims[3]  # grad_out, query, key, value, ...
+        if len(q) != 4 or len(k) != 4 or len(v) != 4:
+            return None
+        b, h, s_q, d = q
+        s_k, d_v = k[2], v[3]
+        flops = 2.0 * (2.0 * b * h * s_q * s_k * d + 2.0 * b * h * s_q * s_k * d_v) / (2 if causal else 1)
+    return flops, causal
+
+
+def _causal(op: ShapedOp) -> bool:
+    """``is_causal``: flash and cuDNN write (..., dropout_p, is_causal, ...); the memory-efficient op takes
+    (..., attn_bias, compute_log_sumexp, dropout_p, is_causal)."""
+    values = list(op.concrete)
+    for i, value in enumerate(values):
+        before = values[i - 1] if i else ""
+        if value in ("True", "False") and (re.fullmatch(r"-?\d*\.\d*(e-?\d+)?", before or "x") or
+                                            re.fullmatch(r"\[(True|False)(, (True|False))*\]", before)):
+            return value == "True"  # the boolean after dropout_p (after grad_input_mask in efficient's backward)
+    return False
+
+
+@dataclass
+class StepFlops:
+    """The model FLOPs of the profiled steps, per step (``per_step``: total / steps), by kind (gemm, convolution,
+    attention) and by dtype; the ops counted; whether causal attention was halved."""
+
+    per_step: float = 0.0
+    by_kind: dict[str, float] = field(default_factory=dict)
+    by_dtype: dict[str, float] = field(default_factory=dict)
+    ops: int = 0
+    causal_halved: bool = False
+    uncounted_ops: int = 0  # ops of SHAPED_OPS whose arguments give no count (odd shapes, a transposed conv)
+
+
+def op_flops(op: ShapedOp) -> tuple[str, float, bool] | None:
+    """(kind, FLOPs, causal attention halved) of one op of SHAPED_OPS; None when its arguments give no count."""
+    return _op_flops(op.name, op.dims, op.types, op.concrete)
+
+
+@lru_cache(maxsize=4096)
+def _op_flops(name: str, dims, types, concrete) -> tuple[str, float, bool] | None:
+    """op_flops by the op's arguments (a step repeats the same ops: each is counted once per shape)."""
+    op = ShapedOp(name, None, 0.0, 0.0, dims, types, concrete)
+    if op.name in GEMM_OPS:
+        flops = _gemm(op)
+        return None if flops is None else (GEMM, flops, False)
+    if op.name in CONV_OPS:
+        flops = _convolution(op)
+        return None if flops is None else (CONVOLUTION, flops, False)
+    if op.name in ATTENTION_OPS:
+        found = _attention(op)
+        return None if found is None else (ATTENTION, found[0], found[1])
+    return None
+
+
+def step_flops(ops: list[ShapedOp], steps: list[tuple[float, float]]) -> StepFlops:
+    """The FLOPs of the ops that start inside one of ``steps`` (the profiled steps' (start, end) CPU spans; empty:
+    the whole trace is one step), per step. GEMMs count at their innermost op; the fused attention ops nest (the
+    public ``_scaled_dot_product_cudnn_attention`` around ``_cudnn_attention_forward``): only ATTENTION_OPS are
+    taken, and those contain no other."""
+    counted = [*innermost_gemms(ops), *(op for op in ops if op.name in CONV_OPS or op.name in ATTENTION_OPS)]
+    result = StepFlops()
+    windows = sorted(steps)
+    starts = [start for start, _ in windows]
+    for op in counted:
+        if windows:
+            i = bisect_right(starts, op.start) - 1
+            if i < 0 or op.start >= windows[i][1]:
+                continue
+        found = op_flops(op)
+        if found is None:
+            result.uncounted_ops += 1
+            continue
+        kind, flops, causal = found
+        result.ops += 1
+        result.causal_halved |= causal
+        result.by_kind[kind] = result.by_kind.get(kind, 0.0) + flops
+        dtype = dtype_of(op) or "unknown"
+        result.by_dtype[dtype] = result.by_dtype.get(dtype, 0.0) + flops
+    n = max(1, len(windows))
+    result.by_kind = {k: v / n for k, v in result.by_kind.items()}
+    result.by_dtype = {k: v / n for k, v in result.by_dtype.items()}
+    result.per_step = sum(result.by_kind.values())
+    return result
+
+
+# Dense Tensor Core peak TFLOP/s per dtype ("fp32": the CUDA cores' FP32, without TF32), and where each came from.
+# Keys are matched against the trace's deviceProperties name, most specific first.
+PEAKS: tuple[tuple[str, dict[str, float], str], ...] = (
+    ("H200", {"fp8": 1978.9, "bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9, "fp64": 66.9},
+     "NVIDIA H200 datasheet (SXM; its sparse Tensor Core figures halved)"),
+    ("H100 PCIe", {"fp8": 1513.0, "bf16": 756.0, "fp16": 756.0, "tf32": 378.0, "fp32": 51.2, "fp64": 51.2},
+     "NVIDIA H100 datasheet, PCIe (sparse figures halved)"),
+    ("H100", {"fp8": 1978.9, "bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9, "fp64": 66.9},
+     "NVIDIA H100 datasheet, SXM (sparse figures halved)"),
+    ("A100", {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5, "fp64": 19.5},
+     "NVIDIA A100 datasheet (SXM and PCIe alike; sparse figures halved)"),
+    ("L4", {"fp8": 242.5, "bf16": 121.0, "fp16": 121.0, "tf32": 60.0, "fp32": 30.3},
+     "NVIDIA L4 datasheet (sparse figures halved)"),
+    ("B200", {"fp8": 4500.0, "bf16": 2250.0, "fp16": 2250.0, "tf32": 1100.0, "fp32": 75.0, "fp64": 37.0},
+     "NVIDIA HGX B200 datasheet, per GPU (sparse figures halved)"),
+    ("MI300X", {"fp8": 2614.9, "bf16": 1307.4, "fp16": 1307.4, "tf32": 653.7, "fp32": 163.4, "fp64": 81.7},
+     "AMD Instinct MI300X datasheet (dense matrix figures)"),
+)
+
+
+def peak(device: str | None, dtype: str) -> tuple[float, str] | None:
+    """(dense peak TFLOP/s, source) of ``device`` (a deviceProperties name such as "NVIDIA H200") for ``dtype``;
+    None for a device or dtype the table does not hold."""
+    if not device:
+        return None
+    for key, table, source in PEAKS:
+        if key.lower() in device.lower() and dtype in table:
+            return table[dtype], source
+        if key.lower() in device.lower():
+            return None
+    return None
+
+
+# Inductor's template kernels (``triton_tem_fused_mm_...``: a GEMM or convolution written in Triton) do a model's
+# matmul work with no aten op around them; its pointwise and reduction kernels (``triton_poi_``, ``triton_red_``,
+# ``triton_per_``) do next to no FLOPs.
+_TRITON_TEMPLATE = re.compile(r"^triton_tem_|^triton_(?:mm|bmm|addmm|conv)", re.I)
+UNATTRIBUTED_MAX_PCT = 5.0  # above this share of the kernel time in work no op's shapes give, no MFU is given
+
+
+def flop_metrics(analysis, launched: list) -> None:
+    """Set ``model_flop_per_step``, ``flop_unattributed_pct``, ``mfu_pct`` and ``mfu_basis`` (tracelint.engine.metrics
+    defines them) on ``analysis.metrics``; ``launched``: the device's GPU events launched in the steps. Runs after
+    the step and recording metrics (it reads the step time)."""
+    from tracelint.trace.compiled import GRAPH_LAUNCHES
+
+    total_kernel_us = graph_launched = templates = 0.0
+    template: dict[str, bool] = {}  # by kernel name
+    for k in launched:
+        if k.kind != KERNEL:
+            continue
+        us = k.end - k.start
+        total_kernel_us += us
+        if k.launch is not None and k.launch.name in GRAPH_LAUNCHES:
+            graph_launched += us
+        elif template.setdefault(k.name, _TRITON_TEMPLATE.search(k.name) is not None):
+            templates += us
+    m, model = analysis.metrics, analysis.model
+    m["model_flop_per_step"] = m["flop_unattributed_pct"] = m["mfu_pct"] = m["mfu_basis"] = None
+    if not model.shaped_ops or not total_kernel_us:
+        return
+    unattributed = 100.0 * (templates + graph_launched) / total_kernel_us
+    m["flop_unattributed_pct"] = round(unattributed, 2)
+    found = step_flops(model.shaped_ops, [(s.start, s.end) for s in model.steps])
+    if not found.ops:
+        return
+    m["model_flop_per_step"] = round(found.per_step)
+    dtype = max(found.by_dtype, key=found.by_dtype.__getitem__)
+    if dtype == "fp32" and (m.get("fp32_matmul_off_tc_pct") or 0) < 50:
+        dtype = "tf32"  # fp32 GEMMs that run on the Tensor Cores (allow_tf32, set_float32_matmul_precision)
+    device = m.get("device_name")
+    top = peak(device if isinstance(device, str) else None, dtype)
+    unprofiled = m.get("unprofiled_step_ms")
+    if unprofiled:
+        step, said = float(unprofiled), f"unprofiled step {unprofiled:.2f} ms"
+    else:
+        from tracelint.trace.recording import step_ms
+
+        profiled = step_ms(m)
+        step, said = (profiled or 0.0), f"profiled step {profiled} ms (no unprofiled record)"
+    if top is None or not step or unattributed >= UNATTRIBUTED_MAX_PCT:
+        why = (f"no dense {dtype} peak for {device or 'this device'} in the table" if top is None else
+               "no step time" if not step else f"{unattributed:.1f}% of the kernel time has no op shapes")
+        m["mfu_basis"] = f"no MFU: {why}"
+        return
+    tflops, _source = top
+    m["mfu_pct"] = round(100.0 * found.per_step / (step / 1000.0) / (tflops * 1e12), 2)
+    m["mfu_basis"] = (f"{said}; {dtype} dense peak {tflops:g} TFLOP/s"
+                      f"{'; causal attention counted as half' if found.causal_halved else ''}")
