@@ -181,7 +181,7 @@ _STATEMENT_LOOPS = frozenset({ast.For, ast.AsyncFor, ast.While})
 # The node types pass 1 reads (_collect_node), that start a frame of pass 2 (_walk: defs, lambdas, classes, loops),
 # and that pass 2 judges (assignments, calls, and what _other reads)
 _COLLECTED = frozenset({ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For,
-                        ast.AsyncFor, ast.With, ast.AsyncWith, ast.Call, ast.Constant, ast.ExceptHandler,
+                        ast.AsyncFor, ast.With, ast.AsyncWith, ast.Call, ast.ExceptHandler,
                         ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.arg, ast.comprehension})
 _FRAMES = frozenset({*_LOOPS, *_SCOPES, ast.ClassDef})
 _JUDGED = frozenset({ast.Assign, ast.Call, ast.If, ast.While, ast.Assert, ast.IfExp, ast.UnaryOp, ast.comprehension,
@@ -407,7 +407,17 @@ class _Screen:
                     loops = (*loops, node)
             if kind in _JUDGED:
                 judged.append((node, frame))
-            work.extend((child, inner, depth + 1, loops, fn, frame) for child in children(node))
+            # the leaves (a name, a literal) are read here, not walked: a third of the nodes
+            for child in children(node):
+                leaf = type(child)
+                if leaf is ast.Name:  # its depth, with its context, is all there is to it
+                    deepest = max(deepest, depth + 2)
+                elif leaf is ast.Constant:
+                    deepest = max(deepest, depth + 1)
+                    if type(child.value) is int and _off_tile(child.value):  # type: ignore[attr-defined]
+                        self.off_tile_literal = True
+                else:
+                    work.append((child, inner, depth + 1, loops, fn, frame))
         self.depth = deepest
         self.hot_loops = self._hot_loops(all_loops)
         # The functions that may run per step: called in a loop that may be a per-step loop (or inside one) or in a
@@ -464,9 +474,6 @@ class _Screen:
                     self.calls_in.setdefault(fn, set()).add(name)
                 if name == "register_buffer" and node.args and _is_str(node.args[0]):
                     self.buffers.add(node.args[0].value)  # type: ignore[attr-defined]
-        elif isinstance(node, ast.Constant):
-            if type(node.value) is int and _off_tile(node.value):
-                self.off_tile_literal = True
         elif isinstance(node, ast.ExceptHandler):
             if node.name:
                 self.names.assign(node.name)
