@@ -24,6 +24,16 @@ def finding(rule, message: str, location: Location, **details) -> Finding:
     return Finding(rule.code, severity, message, location, details=tuple(details.items()))
 
 
+def kernel_location(analysis, events: list, name: str) -> Location:
+    """Where a finding about kernel ``name`` points: the first of its ``events``, with the source line its launch
+    ran (the launching thread's user frame) when the trace has it."""
+    first = min(events, key=attrgetter("start"))
+    loc = analysis.location(step=first.step, start=first.start, end=first.end, event=name)
+    if first.launch is not None:
+        loc = replace(loc, source=analysis.source_at(first.launch.tid, first.launch.start))
+    return loc
+
+
 def launched_under(analysis, tid: object, start: float, end: float) -> list:
     """The GPU events of the analysed device whose launch call starts on host thread ``tid`` within [start, end]:
     the work a CPU op or annotation launched (an index by thread is built once per analysis)."""

@@ -17,7 +17,7 @@ from tracelint.trace.metrics import is_optimizer
 from tracelint.trace.model import KERNEL
 from tracelint.trace.recording import step_ms
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, in_few_steps, launched_under, ms, pct
+from tracelint.trace.rules._common import finding, in_few_steps, kernel_location, launched_under, ms, pct
 from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, Verdict
 
 
@@ -252,10 +252,7 @@ class UnfusedMemoryBoundKernels(TraceRule):
                    f"{len(by_name)} kernels; largest: `{short}`): each one reads and writes its tensors through "
                    "memory. torch.compile fuses chains of them into a few kernels (`model = torch.compile(model)`): "
                    f"an estimated {ms(saving)} per step saved{of_step}, {100 * rate:.0f} % of their time, {basis}")
-        first = min(top, key=lambda g: g.start)
-        loc = analysis.location(step=first.step, start=first.start, end=first.end, event=top_name)
-        if first.launch is not None:
-            loc = replace(loc, source=analysis.source_at(first.launch.tid, first.launch.start))
+        loc = kernel_location(analysis, top, top_name)
         yield finding(self, message, loc, fusable_pct_of_kernel_time=round(share, 2),
                       fusable_us_per_step=round(memory_us, 1),
                       estimated_saving_us_per_step=round(saving, 1))

@@ -16,7 +16,7 @@ from tracelint.trace.flops import innermost_gemms
 from tracelint.trace.kernels import CHANNELS_FIRST, CONV, LAYOUT_CONVERSION, memory_layout, name_arch
 from tracelint.trace.model import KERNEL, ShapedOp
 from tracelint.trace.rule import TraceRule
-from tracelint.trace.rules._common import finding, launched_under, ms, pct, refine_source
+from tracelint.trace.rules._common import finding, kernel_location, launched_under, ms, pct, refine_source
 from tracelint.trace.verdict import Verdict
 
 
@@ -60,10 +60,7 @@ class Fp32MatmulOffTensorCores(TraceRule):
         message = (f"fp32 matmul/conv kernels run on the CUDA cores, off the Tensor Cores, for {pct(share)} of the "
                    f"step window ({ms(total / n_steps)} per step; largest: `{short}`, {ms(top_us / n_steps)} per "
                    f"step): {fix}")
-        first = min(top, key=lambda g: g.start)
-        loc = analysis.location(step=first.step, start=first.start, end=first.end, event=top_name)
-        if first.launch is not None:
-            loc = replace(loc, source=analysis.source_at(first.launch.tid, first.launch.start))
+        loc = kernel_location(analysis, top, top_name)
         yield finding(self, message, loc, fp32_off_tc_pct_of_window=round(share, 2),
                       fp32_off_tc_us_per_step=round(total / n_steps, 1), kernels=len(per_name))
 
