@@ -49,11 +49,12 @@ Faster is never a failure.
 at least 1 point, and a time by at least 1 % of BASE's step time per step (smaller moves are no explanation).
 
 **Kernel time per step**: the summed duration of the GPU events of one name (kernels, copies, memsets) launched in
-the profiled steps, divided by the number of steps. A name's class: ``gemm-tensor-core`` / ``gemm-cuda-core``
-(matmul and convolution kernels on or off Tensor Cores: tracelint.trace.kernels.kernel_group), ``attention``,
-``communication`` (NCCL and peer-to-peer copies), ``copy`` (memcpy, memset and copy kernels), ``elementwise``,
-``reduction``, ``normalization``, ``softmax``, ``other``. A kernel that ran on one side only *appeared* or
-*vanished* (its other side is ``None``).
+the profiled steps, divided by the number of steps. A name's class, its kernel family
+(tracelint.trace.kernels.kernel_group): ``gemm-tensor-core`` / ``gemm-cuda-core`` (matmul kernels on or off Tensor
+Cores), ``convolution``, ``attention``, ``optimizer`` (foreach and fused optimizers' kernels), ``compiled`` (Triton
+kernels), ``communication`` (NCCL and peer-to-peer copies), ``copy`` (memcpy and copy kernels), ``memset``,
+``elementwise``, ``reduction``, ``normalization``, ``softmax``, ``other``. A kernel that ran on one side only
+*appeared* or *vanished* (its other side is ``None``).
 
 **Findings** new and fixed are matched by rule and place, never by message text (a trace finding's message carries
 numbers that change from run to run; tracelint.diff.findings): rule code, the source file's name (not its folder:

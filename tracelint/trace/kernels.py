@@ -95,7 +95,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tracelint.trace.model import KERNEL, P2P, copy_direction
+from tracelint.trace.model import KERNEL, MEMSET, P2P, copy_direction
 
 MATMUL, CONV, ATTENTION, COMMUNICATION, OTHER = "matmul", "conv", "attention", "communication", "elementwise/other"
 # Memory-bound categories (carved out of OTHER): KernelClass.memory_bound is True for these.
@@ -663,26 +663,39 @@ def classify_kernel(name: str, arch: int | None = None) -> KernelClass:
     return result
 
 
-# --- the classes a report sums GPU time under (tracelint diff, the HTML report) --------------------------------
+# --- the kernel families a report sums GPU time under (tracelint diff, the HTML report, kernel_family_pct) --------
 KERNEL_GROUPS = {
     "gemm-cuda-core": "GEMM kernels off Tensor Cores", "gemm-tensor-core": "GEMM kernels on Tensor Cores",
-    "attention": "attention kernels", "communication": "communication kernels", "copy": "copies",
-    "elementwise": "elementwise kernels", "reduction": "reduction kernels", "normalization": "normalization kernels",
-    "softmax": "softmax kernels", "other": "other kernels",
+    "convolution": "convolution kernels", "attention": "attention kernels", "optimizer": "optimizer kernels",
+    "compiled": "compiled (Triton) kernels", "communication": "communication kernels", "copy": "copies",
+    "memset": "memsets", "elementwise": "elementwise kernels", "reduction": "reduction kernels",
+    "normalization": "normalization kernels", "softmax": "softmax kernels", "other": "other kernels",
 }
+# Optimizer kernels by name: PyTorch's foreach and fused optimizers (multi_tensor_apply, fused Adam/AdamW/SGD), apex's.
+_OPTIMIZER = re.compile(r"multi_tensor_apply|fused_adam|fusedadam|adam_kernel|adamw|fused_sgd|_fused_\w*sgd|lamb_|"
+                        r"multi_tensor_(?:adam|sgd|lamb|l2norm|scale)", re.I)
 
 
 def kernel_group(kind: str, name: str, analysis) -> str:
-    """The group of KERNEL_GROUPS a GPU event's time is summed under: matmul and convolution kernels on or off Tensor
-    Cores, attention, communication (NCCL and peer-to-peer copies), copies (memcpy, memset, copy kernels), the
+    """The family of KERNEL_GROUPS a GPU event's time is summed under: matmul kernels on or off Tensor Cores,
+    convolutions, attention, the optimizer's kernels (by name: foreach and fused optimizers), compiled (Triton) kernels
+    other than those, communication (NCCL and peer-to-peer copies), copies (memcpy, copy kernels), memsets, the
     memory-bound ops, other."""
     if kind != KERNEL:
+        if kind == MEMSET:
+            return "memset"
         return "communication" if copy_direction(name) == P2P else "copy"
     kc = analysis.kernel_class(name)
-    if kc.op in (MATMUL, CONV):
+    if kc.op == CONV:
+        return "convolution"
+    if kc.op == MATMUL:
         return "gemm-tensor-core" if kc.tensor_core else "gemm-cuda-core"
     if kc.op in (ATTENTION, COMMUNICATION):
         return kc.op
+    if _OPTIMIZER.search(name):
+        return "optimizer"
+    if kc.family.startswith("triton"):
+        return "compiled"
     if kc.family == "copy":
         return "copy"
     return kc.op if kc.op in MEMORY_BOUND_OPS else "other"
