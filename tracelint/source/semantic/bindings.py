@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from tracelint.source.semantic.model import callee_name, dotted_name, iter_children
+from tracelint.source.semantic.model import callee_name, dotted_name, isinstance_test, iter_children
 
 # What moves a tensor to a device (``Values._moved``): ``x.to(dev)``, ``x.cuda()``, ``x.type(torch.cuda.FloatTensor)``.
 _MOVES = frozenset({"to", "cuda", "type"})
@@ -147,11 +147,9 @@ def _type_tested(test: cst.BaseExpression) -> str | None:
     callee = callee_name(test)
     if callee == "is_tensor" and len(test.args) == 1:
         return test.args[0].value.value
-    if callee == "isinstance" and len(test.args) == 2:
-        kinds = test.args[1].value
-        types = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
-        if types and all((dotted_name(t) or "").endswith("Tensor") for t in types):
-            return test.args[0].value.value
+    tested = isinstance_test(test)
+    if tested is not None and tested[1] and all((dotted_name(t) or "").endswith("Tensor") for t in tested[1]):
+        return test.args[0].value.value
     return None
 
 

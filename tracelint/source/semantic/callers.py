@@ -31,7 +31,7 @@ from pathlib import Path, PurePath
 import libcst as cst
 
 from tracelint.source.runcalls import HotCall, RunCalls
-from tracelint.source.semantic.model import callee_name, dotted_name, iter_children
+from tracelint.source.semantic.model import callee_name, dotted_name, isinstance_test, iter_children
 from tracelint.source.vocab import EXTERNAL_MODULES
 
 MAX_DEPTH = 4  # calls followed from a sync to the per-step loop (train() -> step() -> log() -> sync)
@@ -695,13 +695,10 @@ class Callers:
 def _isinstance_classes(test: cst.BaseExpression, receiver: str, tree) -> list[str]:
     """The qualified names of the classes ``isinstance(<receiver>, C)`` (or a tuple of classes) tests, where the
     first argument's code is ``receiver``; empty for any other test."""
-    if not (isinstance(test, cst.Call) and callee_name(test) == "isinstance" and len(test.args) == 2 and
-            " ".join(tree.code_for(test.args[0].value).split()) == receiver):
+    tested = isinstance_test(test)
+    if tested is None or " ".join(tree.code_for(tested[0]).split()) != receiver:
         return []
-    classes = test.args[1].value
-    found = [tree.qualified_name(e.value) for e in classes.elements] if isinstance(classes, cst.Tuple) else \
-        [tree.qualified_name(classes)]
-    return [c for c in found if c is not None]
+    return [c for c in map(tree.qualified_name, tested[1]) if c is not None]
 
 
 def _short_path(path: str) -> str:

@@ -55,6 +55,7 @@ from tracelint.source.semantic.tree import SKIP_NODES as SKIP_NODES
 from tracelint.source.semantic.tree import callee_name as callee_name
 from tracelint.source.semantic.tree import dotted_name as dotted_name
 from tracelint.source.semantic.tree import evaluated
+from tracelint.source.semantic.tree import isinstance_test as isinstance_test
 from tracelint.source.semantic.tree import iter_children as iter_children
 from tracelint.source.semantic.tree import iter_descendants as iter_descendants
 

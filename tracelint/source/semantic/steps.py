@@ -455,16 +455,8 @@ class Facts(Values):
     def _places(self) -> bool:
         """The file puts a tensor or module on a device somewhere: ``.cuda()``, or a ``.to(X)`` / ``device=X`` whose
         X may name an accelerator (``Values._device_node``)."""
-        work: list[tuple[cst.CSTNode, cst.CSTNode]] = [(self.tree.module, self.tree.module)]
-        while work:
-            node, scope = work.pop()
-            if self._device_node(node, scope) or type(node) is cst.Call and \
-                    isinstance(node.func, cst.Attribute) and node.func.attr.value == "cuda":
-                return True
-            if isinstance(node, (cst.FunctionDef, cst.Lambda)):
-                scope = node
-            work.extend((kid, scope) for kid in iter_children(node))
-        return False
+        return any(placed or type(node) is cst.Call and isinstance(node.func, cst.Attribute) and
+                   node.func.attr.value == "cuda" for node, placed in self.device_nodes())
 
     def _terminal(self, guard: cst.If) -> bool:
         """The block of ``guard`` ends the per-step loop (``break``, ``raise``, ``sys.exit()``, or a ``return`` from

@@ -45,6 +45,15 @@ def callee_name(call: cst.Call) -> str | None:
     return None
 
 
+def isinstance_test(test: cst.BaseExpression) -> tuple[cst.BaseExpression, list[cst.BaseExpression]] | None:
+    """(the object, the class expressions) of ``isinstance(obj, C)`` or ``isinstance(obj, (A, B))``; None for any
+    other expression."""
+    if not isinstance(test, cst.Call) or callee_name(test) != "isinstance" or len(test.args) != 2:
+        return None
+    classes = test.args[1].value
+    return test.args[0].value, [e.value for e in classes.elements] if isinstance(classes, cst.Tuple) else [classes]
+
+
 # Node types never dispatched nor descended into: layout and punctuation carry nothing a rule judges.
 SKIP_NODES = (
     cst.BaseParenthesizableWhitespace, cst.TrailingWhitespace, cst.EmptyLine, cst.Newline, cst.Comment,

@@ -243,9 +243,7 @@ class Values:
         """What the file's calls pass when ``name`` is a parameter of its function not rebound before it
         (``passed``); None otherwise."""
         scope = self.scope_of(name)
-        table = self.bindings(scope)
-        at = table.order.get(name)
-        before = [b for b in table.bindings.get(name.value, ()) if at is not None and b.order < at]
+        before = self._bound_before(name, scope, None)
         if not isinstance(scope, cst.FunctionDef) or len(before) != 1 or before[0].value is not None or \
                 before[0].loop is not None:
             return None
@@ -766,19 +764,24 @@ class Values:
         process = any(_in_modules(q, _PROCESS_MODULES) for q in imports) or _PROCESS_TEXT.search(text) is not None
         if not _TO_OR_DEVICE.search(text):
             return process
-        module = self.tree.module
         pinned = False
-        work: list[tuple[cst.CSTNode, cst.CSTNode]] = [(module, module)]
-        while work:
-            node, scope = work.pop()
-            placed = self._device_node(node, scope)
+        for _node, placed in self.device_nodes():
             if placed:
                 return True
             pinned = pinned or placed is None
+        return process and not pinned
+
+    def device_nodes(self) -> Iterator[tuple[cst.CSTNode, bool | None]]:
+        """Every node of the module with ``_device_node``'s verdict on it (True: a ``.to(X)`` / ``device=X`` that may
+        name an accelerator; None: one that names the CPU; False: neither), each judged in its function's scope."""
+        module = self.tree.module
+        work: list[tuple[cst.CSTNode, cst.CSTNode]] = [(module, module)]
+        while work:
+            node, scope = work.pop()
+            yield node, self._device_node(node, scope)
             if isinstance(node, (cst.FunctionDef, cst.Lambda)):
                 scope = node
             work.extend((kid, scope) for kid in iter_children(node))
-        return process and not pinned
 
     def _device_node(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool | None:
         """A ``.to(X)`` or ``device=X`` where X may name an accelerator: True; where X is the CPU: None."""
