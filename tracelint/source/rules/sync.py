@@ -18,7 +18,7 @@ import libcst as cst
 from tracelint.engine import Fix
 from tracelint.source.rule import SourceRule
 from tracelint.source.semantic.callers import HotLoop
-from tracelint.source.semantic.model import callee_name, dotted_name, iter_descendants
+from tracelint.source.semantic.model import callee_name, dotted_name
 from tracelint.source.semantic.values import Kind, is_python_scalar, is_to_cpu, words
 from tracelint.source.vocab import DATA_DEPENDENT as _DATA_DEPENDENT
 from tracelint.source.vocab import HOST_OUTPUT_CALLS as _HOST_OUTPUT_CALLS
@@ -527,13 +527,11 @@ class NonzeroInLoop(SourceRule):
             return [e.value for e in parts.elements if not isinstance(e, cst.StarredElement)]
         if not isinstance(parts, cst.Name):
             return []
-        scope = self.facts.scope_of(parts)
-        found = []
-        for node in iter_descendants(scope):
-            if isinstance(node, cst.Call) and _method(node) == "append" and len(node.args) == 1 and \
-                    isinstance(node.func.value, cst.Name) and node.func.value.value == parts.value:
-                found.append(node.args[0].value)
-        return found
+        scope, index = self.facts.scope_of(parts), self.facts.callers.index  # the file's calls by name: no new walk
+        return [call.args[0].value for call in index.calls.get("append", ())
+                if isinstance(call.func, cst.Attribute) and len(call.args) == 1 and
+                isinstance(call.func.value, cst.Name) and call.func.value.value == parts.value and
+                index.inside(call, scope)]
 
 
 def _bool_dtype(call: cst.Call) -> bool | None:
