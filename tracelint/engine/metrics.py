@@ -282,12 +282,13 @@ MODEL_FLOP_PER_STEP = _declare(
     "tracelint.trace.flops): GEMMs at their innermost op (2·M·K·N; forward and the autograd backward), "
     "convolutions (forward, and backward per gradient asked), fused attention (forward 4·B·H·S_q·S_k·D, backward "
     "twice that, causal counted as half), summed over the ops launched in the profiled steps and divided by their "
-    "number; None without shapes. Compiled (Triton) kernels and CUDA-graph replays carry no shapes: their work is "
+    "number; None without shapes. Triton template kernels and CUDA-graph replays carry no shapes: their work is "
     "not in it (flop_unattributed_pct).")
 FLOP_UNATTRIBUTED_PCT = _declare(
     "flop_unattributed_pct", "pct", "lower",
-    "Kernel time of compiled (Triton) kernels and CUDA-graph replays, whose work no op's shapes give, as a percent "
-    "of kernel_time_us: the share of the GPU's work model_flop_per_step cannot see.")
+    "Kernel time of Inductor's Triton template kernels (its GEMMs, convolutions and flex attention) and of CUDA-graph "
+    "replays, whose work no op's shapes give, as a percent of kernel_time_us: the share of the GPU's work "
+    "model_flop_per_step cannot see; None without shapes.")
 MFU_PCT = _declare(
     "mfu_pct", "pct", "higher",
     "model_flop_per_step over the step time and the device's dense peak for the dtype that carries most of the "

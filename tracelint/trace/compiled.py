@@ -53,21 +53,25 @@ def compiled_metrics(analysis: TraceAnalysis, launched: list[GpuEvent], n_window
     for tid, items in spans.items():
         regions[tid] = merge(items)
     kernels = [g for g in launched if g.kind == KERNEL]
-    total = compiled = graph = 0.0
+    total = compiled = graph = template = 0.0
     compiled_n = 0
-    triton: dict[str, bool] = {}  # by kernel name
+    triton: dict[str, str | None] = {}  # by kernel name: its Triton family ("triton", "triton-template"), or None
     for k in kernels:
         d = k.end - k.start
         total += d
         launch = k.launch
-        if launch is not None and launch.name in GRAPH_LAUNCHES:
+        replayed = launch is not None and launch.name in GRAPH_LAUNCHES
+        if replayed:
             graph += d
-        is_triton = triton.get(k.name)
-        if is_triton is None:
-            is_triton = triton[k.name] = analysis.kernel_class(k.name).family.startswith("triton")
-        if is_triton or (launch is not None and _inside(regions.get(launch.tid), launch.start)):
+        family = triton.get(k.name, "")
+        if family == "":
+            family = analysis.kernel_class(k.name).family
+            family = triton[k.name] = family if family.startswith("triton") else None
+        if family is not None or (launch is not None and _inside(regions.get(launch.tid), launch.start)):
             compiled += d
             compiled_n += 1
+        if family == "triton-template" and not replayed:
+            template += d
     graph_calls = sum(1 for c in model.runtime if c.name in GRAPH_LAUNCHES and model.step_at(c.start) is not None)
     count = sum(len(starts) for starts, _ in regions.values())
     m["compiled_kernel_pct"] = round(100.0 * compiled / total, 2) if compiled and total else None
@@ -75,6 +79,9 @@ def compiled_metrics(analysis: TraceAnalysis, launched: list[GpuEvent], n_window
     m["compiled_regions_per_step"] = round(count / n_windows, 1) if count else None
     m["graph_kernel_pct"] = round(100.0 * graph / total, 2) if graph and total else None
     m["graph_launches_per_step"] = round(graph_calls / n_windows, 1) if graph_calls else None
+    # Work no op's shapes give (tracelint.trace.flops): Inductor's template kernels (its GEMMs, convolutions and flex
+    # attention in Triton) and graph replays; only where the trace has shapes at all
+    m["flop_unattributed_pct"] = round(100.0 * (template + graph) / total, 2) if model.shaped_ops and total else None
 
 
 class GraphBreak(NamedTuple):

@@ -16,9 +16,10 @@ What is counted (one count per op that does the work, so that nothing is counted
   ``bmm`` ops, which the GEMM count takes.
 
 Model FLOPs per step are the sum over the ops launched in the profiled steps, divided by their number. What the
-arguments cannot give is counted and said: compiled (Triton) kernels and CUDA-graph replays carry no op shapes, so
-their GPU time is "unattributed". With activation checkpointing the recomputed forward is counted again: the sum is
-then hardware FLOPs (HFU), not model FLOPs (MFU).
+arguments cannot give is counted and said: Inductor's Triton template kernels (GEMMs, convolutions, flex attention
+written in Triton) and CUDA-graph replays carry no op shapes, so their GPU time is "unattributed"
+(compiled.compiled_metrics); its pointwise and reduction kernels do next to no FLOPs. With activation
+checkpointing the recomputed forward is counted again: the sum is then hardware FLOPs (HFU), not model FLOPs (MFU).
 
 Peaks (``PEAKS``): dense Tensor Core TFLOP/s per dtype, from the vendors' datasheets (their sparse figures halved
 where a datasheet gives only those). A device not in the table has no peak: MFU is then not given, never guessed.
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from math import prod
 
-from tracelint.trace.model import ATTENTION_OPS, CONV_OPS, GEMM_OPS, KERNEL, ShapedOp
+from tracelint.trace.model import ATTENTION_OPS, CONV_OPS, GEMM_OPS, ShapedOp
 
 GEMM, CONVOLUTION, ATTENTION = "gemm", "convolution", "attention"
 
@@ -135,28 +136,18 @@ def _convolution(op: ShapedOp) -> float | None:
 
 
 def _attention(op: ShapedOp) -> tuple[float, bool] | None:
-    """(FLOPs, causal) of a fused attention op: q, k, v are its first three inputs, [B, H, S, D]; ``is_causal`` is
-    the first boolean among its concrete inputs after the tensors (forward) or the one after ``dropout_p``."""
-    if len(op.dims) < 3:
+    """(FLOPs, causal) of a fused attention op: query, key and value are its first three inputs, [B, H, S, D] (a
+    backward op's after grad_out); ``is_causal`` as ``_causal`` reads it."""
+    backward = op.name.endswith("_backward")
+    tensors = op.dims[1:4] if backward else op.dims[:3]
+    if len(tensors) < 3 or any(len(t) != 4 for t in tensors):
         return None
-    q, k, v = op.dims[0], op.dims[1], op.dims[2]
-    if len(q) != 4 or len(k) != 4 or len(v) != 4:
-        return None
-    b, h, s_q, d = q
-    s_k, d_v = k[2], v[3]
-    flops = 2.0 * b * h * s_q * s_k * d + 2.0 * b * h * s_q * s_k * d_v
+    (b, h, s_q, d), (_, _, s_k, _), (_, _, _, d_v) = tensors
+    flops = 2.0 * b * h * s_q * s_k * d + 2.0 * b * h * s_q * s_k * d_v  # Q·Kᵀ and P·V
     causal = _causal(op)
     if causal:
         flops /= 2
-    backward = op.name.endswith("_backward")
-    if backward:
-        q, k, v = op.dims[1], op.dims[2], op.dims[3]  # grad_out, query, key, value, ...
-        if len(q) != 4 or len(k) != 4 or len(v) != 4:
-            return None
-        b, h, s_q, d = q
-        s_k, d_v = k[2], v[3]
-        flops = 2.0 * (2.0 * b * h * s_q * s_k * d + 2.0 * b * h * s_q * s_k * d_v) / (2 if causal else 1)
-    return flops, causal
+    return (2.0 * flops if backward else flops), causal
 
 
 def _causal(op: ShapedOp) -> bool:
@@ -269,36 +260,18 @@ def peak(device: str | None, dtype: str) -> tuple[float, str] | None:
     return None
 
 
-# Inductor's template kernels (``triton_tem_fused_mm_...``: a GEMM or convolution written in Triton) do a model's
-# matmul work with no aten op around them; its pointwise and reduction kernels (``triton_poi_``, ``triton_red_``,
-# ``triton_per_``) do next to no FLOPs.
-_TRITON_TEMPLATE = re.compile(r"^triton_tem_|^triton_(?:mm|bmm|addmm|conv)", re.I)
-UNATTRIBUTED_MAX_PCT = 5.0  # above this share of the kernel time in work no op's shapes give, no MFU is given
+UNATTRIBUTED_MAX_PCT = 5.0  # at this share of the kernel time in work no op's shapes give, no MFU is given
 
 
-def flop_metrics(analysis, launched: list) -> None:
-    """Set ``model_flop_per_step``, ``flop_unattributed_pct``, ``mfu_pct`` and ``mfu_basis`` (tracelint.engine.metrics
-    defines them) on ``analysis.metrics``; ``launched``: the device's GPU events launched in the steps. Runs after
-    the step and recording metrics (it reads the step time)."""
-    from tracelint.trace.compiled import GRAPH_LAUNCHES
-
-    total_kernel_us = graph_launched = templates = 0.0
-    template: dict[str, bool] = {}  # by kernel name
-    for k in launched:
-        if k.kind != KERNEL:
-            continue
-        us = k.end - k.start
-        total_kernel_us += us
-        if k.launch is not None and k.launch.name in GRAPH_LAUNCHES:
-            graph_launched += us
-        elif template.setdefault(k.name, _TRITON_TEMPLATE.search(k.name) is not None):
-            templates += us
+def flop_metrics(analysis) -> None:
+    """Set ``model_flop_per_step``, ``mfu_pct`` and ``mfu_basis`` (tracelint.engine.metrics defines them) on
+    ``analysis.metrics``, where ``flop_unattributed_pct`` is set (compiled.compiled_metrics: a trace with shapes).
+    Runs after the step and recording metrics (it reads the step time)."""
     m, model = analysis.metrics, analysis.model
-    m["model_flop_per_step"] = m["flop_unattributed_pct"] = m["mfu_pct"] = m["mfu_basis"] = None
-    if not model.shaped_ops or not total_kernel_us:
+    m["model_flop_per_step"] = m["mfu_pct"] = m["mfu_basis"] = None
+    unattributed = m.get("flop_unattributed_pct")
+    if unattributed is None:
         return
-    unattributed = 100.0 * (templates + graph_launched) / total_kernel_us
-    m["flop_unattributed_pct"] = round(unattributed, 2)
     found = step_flops(model.shaped_ops, [(s.start, s.end) for s in model.steps])
     if not found.ops:
         return

@@ -129,7 +129,7 @@ def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_
     recording_metrics(m, analysis.recording)
     from tracelint.trace.flops import flop_metrics
 
-    flop_metrics(analysis, launched)
+    flop_metrics(analysis)
     return analysis
 
 

@@ -225,14 +225,13 @@ class UnfusedMemoryBoundKernels(TraceRule):
         kernel_us = M.KERNEL_TIME_US.of(m)
         if not kernel_us:
             return
-        by_name = _fusable(analysis)
+        by_name, conv_us = _fusable(analysis)
         fusable_us = sum(g.end - g.start for items in by_name.values() for g in items)
         share = 100.0 * fusable_us / kernel_us
         if share < config.threshold("fusion-min-memory-bound-pct"):
             return
         n_steps = len(analysis.model.steps) or 1
         memory_us = fusable_us / n_steps
-        conv_us = sum(us for name, us in _kernel_time_by_name(analysis).items() if _is_conv(analysis, name))
         conv_net = 100.0 * conv_us / kernel_us >= CONV_NET_MIN_PCT
         rate = CONV_FUSION_SAVING if conv_net else FUSION_SAVING
         saving = rate * memory_us
@@ -258,10 +257,10 @@ class UnfusedMemoryBoundKernels(TraceRule):
                       estimated_saving_us_per_step=round(saving, 1))
 
 
-def _fusable(analysis: TraceAnalysis) -> dict[str, list]:
+def _fusable(analysis: TraceAnalysis) -> tuple[dict[str, list], float]:
     """The memory-bound kernels of the steps that compiling the model would fuse, by name: not the optimizer's
     (launched inside ``Optimizer.step``: torch.compile(model) leaves it as it is) and not a layout conversion between
-    NCHW and NHWC (TL405's)."""
+    NCHW and NHWC (TL405's); and the steps' convolution kernel time (whether the step is a conv net's)."""
     model = analysis.model
     names = {name for name in model.op_names() if is_optimizer(name)}
     spans: dict[object, tuple[list[float], list[float]]] = {}
@@ -273,16 +272,20 @@ def _fusable(analysis: TraceAnalysis) -> dict[str, list]:
     for starts, ends in spans.values():  # (Optimizer.step spans of one thread do not overlap)
         order = sorted(range(len(starts)), key=starts.__getitem__)
         starts[:], ends[:] = [starts[i] for i in order], [ends[i] for i in order]
-    fusable: dict[str, bool] = {}  # by kernel name
+    kinds: dict[str, str | None] = {}  # by kernel name: "fusable", "conv" or None
     by_name: dict[str, list] = {}
+    conv_us = 0.0
     for g in analysis.gpu_events:
         if g.kind != KERNEL or g.step is None:
             continue
-        ok = fusable.get(g.name)
-        if ok is None:
-            ok = fusable[g.name] = analysis.kernel_class(g.name).memory_bound and \
-                memory_layout(g.name) != LAYOUT_CONVERSION
-        if not ok:
+        kind = kinds.get(g.name, "")
+        if kind == "":
+            kc = analysis.kernel_class(g.name)
+            kind = kinds[g.name] = "conv" if kc.op == CONV else \
+                "fusable" if kc.memory_bound and memory_layout(g.name) != LAYOUT_CONVERSION else None
+        if kind == "conv":
+            conv_us += g.end - g.start
+        if kind != "fusable":
             continue
         launch = g.launch
         if launch is not None and launch.tid in spans:
@@ -291,17 +294,4 @@ def _fusable(analysis: TraceAnalysis) -> dict[str, list]:
             if i >= 0 and launch.start <= ends[i]:
                 continue  # launched inside Optimizer.step
         by_name.setdefault(g.name, []).append(g)
-    return by_name
-
-
-def _is_conv(analysis: TraceAnalysis, name: str) -> bool:
-    return analysis.kernel_class(name).op == CONV
-
-
-def _kernel_time_by_name(analysis: TraceAnalysis) -> dict[str, float]:
-    """The kernel time launched in the steps, by kernel name."""
-    found: dict[str, float] = {}
-    for g in analysis.gpu_events:
-        if g.kind == KERNEL and g.step is not None:
-            found[g.name] = found.get(g.name, 0.0) + (g.end - g.start)
-    return found
+    return by_name, conv_us
