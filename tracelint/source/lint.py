@@ -43,6 +43,7 @@ from tracelint.source.limits import calm, hazard
 from tracelint.source.project import pinned_torch
 from tracelint.source.runcalls import Entry, RunCalls, import_targets
 from tracelint.source.screen import (
+    PARAMETER_CALL,
     PROJECT_CALL,
     SYNC_KINDS,
     Look,
@@ -188,7 +189,7 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     ctx.factories = run.factories if run is not None else {}
     ctx.parameter_modules = run.parameters if run is not None else {}
     ctx.argument_kinds = run.arguments if run is not None else {}
-    project_calls = found is None or PROJECT_CALL in found
+    project_calls = found is None or PROJECT_CALL in found or bool(run and run.parameters and PARAMETER_CALL in found)
     found = run_rules(ctx, [cls(ctx) for cls in active])
     if run is not None:
         from tracelint.source.semantic.steps import facts
@@ -358,13 +359,15 @@ def _lint_document(doc: PythonDocument | NotebookDocument, config: Config, fix: 
 
     if run is not None and look.sites is not None:
         run.defines = look.defines
-    # an entry point makes any body per-step; a pinned loader passed in makes any loop over a parameter a draw; a
-    # module passed in makes a method call on a parameter a call of another file (``converter.decode(...)``)
-    found = look.sites if run is None or not (run.entries or run.pinned or run.parameters) else None
+    # an entry point makes any body per-step; a pinned loader passed in makes any loop over a parameter a draw
+    found = look.sites if run is None or not (run.entries or run.pinned) else None
     codes = (code for code, rule_doc in catalog().items() if "source" in rule_doc.implemented_by)
     if found is not None and not any(may_report(code, found) for code in codes if wanted(code)):
-        if run is None or PROJECT_CALL not in found:
-            return [FileChecked(display)], (_told(RunCalls(look.defines), doc) if run is not None else None), True
+        # a module passed in makes a call on a parameter a call of another file (``converter.decode(...)``)
+        if run is None or PROJECT_CALL not in found and not (run.parameters and PARAMETER_CALL in found):
+            # no rule reports here whatever the run tells it of devices: none to tell (runcalls.resolve)
+            told = _told(RunCalls(look.defines, sync_sites=False), doc) if run is not None else None
+            return [FileChecked(display)], told, True
     rules = [cls for cls in source_rules() if wanted(cls.code)]  # imports libcst and the rules: before any timer
     limit = config.file_time_limit
 

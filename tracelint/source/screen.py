@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import warnings
 from dataclasses import dataclass
+from itertools import pairwise
 
 from tracelint.engine.catalog import catalog
 from tracelint.source.semantic.names import Names
@@ -116,18 +117,24 @@ HOST_BUILT = "host-built"          # .cuda() / .to() of an expression holding a 
 ELEMENT_LOOP = "element-loop"      # a loop in a loop: for i in range(n) indexing [i], or for row in a name  TL502
 OFF_TILE = "off-tile-size"         # Linear/Embedding/ConvNd given a literal size >= 1024 not a multiple of 8, or a
                                    # size that is no literal (a name, arithmetic: the rule's data flow)   TL404
-BIASED_NORM = "biased-norm"        # a Conv/ConvTranspose call not given bias=False and a BatchNorm call (a Linear:
-                                   # and a BatchNorm1d / SyncBatchNorm call)                             TL403
+BIASED_NORM = "biased-norm"        # a Conv/ConvTranspose not given bias=False next to a BatchNorm (a Linear: next to
+                                   # a BatchNorm1d / SyncBatchNorm): adjacent items of a Sequential call or a list
+                                   # literal, or both built in one __init__ (each a call, or a name bound to one) TL403
+COMPILED = "compiled"              # torch.compile or ``x.compile()`` (not ``re.compile``) of the file's own code: a
+                                   # decorated function, a function given by name, or a class with a forward   TL503
 # Not a rule's kind: a per-step call of a function the file imports from outside the known libraries (a module of
 # the project), which a run of several files must analyse to follow (callers.py).
 PROJECT_CALL = "project-call"
+# Nor this: a call on a parameter (``model(x)``, ``agent.update()``) or on ``self`` in code that may run per step:
+# where the modules other files pass this file's functions (project.parameter_modules) lead to their classes.
+PARAMETER_CALL = "parameter-call"
 
 SYNC_KINDS = frozenset({ITEM, HOST_COPY, SCALAR, FORMAT, SYNCHRONIZE, DATA_DEPENDENT_CALL, MASK_INDEX})
 # an item of os.environ assigned, or a call named setdefault, update or putenv, in a file that names
 # CUDA_LAUNCH_BLOCKING (``os.environ["CUDA_LAUNCH_BLOCKING"] = "1"``: TL702 sets nothing else, and only by that literal)
 ENV_SETTING = "env-setting"
 SITE_KINDS = SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD, HOST_BUILT, ELEMENT_LOOP, OFF_TILE, BIASED_NORM,
-                           ENV_SETTING}
+                           ENV_SETTING, COMPILED}
 _CONVS = frozenset({"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"})
 _BATCH_NORMS = frozenset({"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"})
 _FLAT_NORMS = frozenset({"BatchNorm1d", "SyncBatchNorm"})  # what a Linear feeds
@@ -185,7 +192,7 @@ _COLLECTED = frozenset({ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, a
                         ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.arg, ast.comprehension})
 _FRAMES = frozenset({*_LOOPS, *_SCOPES, ast.ClassDef})
 _JUDGED = frozenset({ast.Assign, ast.Call, ast.If, ast.While, ast.Assert, ast.IfExp, ast.UnaryOp, ast.comprehension,
-                     ast.JoinedStr, ast.BinOp, ast.Subscript})
+                     ast.JoinedStr, ast.BinOp, ast.Subscript, ast.List})
 _CREATION_CALLS = FILLED_CREATION | RANDOM_CREATION
 
 
@@ -314,6 +321,34 @@ def _element_loop(loop: ast.AST) -> bool:
     return False
 
 
+def _biased_pair(first: frozenset[str] | set[str], second: frozenset[str] | set[str]) -> bool:
+    return "conv" in first and "norm" in second or "linear" in first and "flat-norm" in second
+
+
+def _applied_pairs(cls: ast.ClassDef, attrs: dict[str, frozenset[str]]):
+    """What ``self.A`` and ``self.B`` may build, for each ``self.B(self.A(...))``, and each statement ``t =
+    self.A(...)`` followed by ``u = self.B(...)`` or ``return self.B(...)``, in a method of ``cls`` (TL403's
+    ``_forward_pairs``, loosely: any arguments)."""
+    def built(expr) -> frozenset[str]:
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+                isinstance(expr.func.value, ast.Name) and expr.func.value.id == "self":
+            return attrs.get(expr.func.attr, frozenset())
+        return frozenset()
+
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or method.name == "__init__":
+            continue
+        for node in ast.walk(method):
+            if isinstance(node, ast.Call) and node.args:
+                yield built(node.args[0]), built(node)
+            for field in ("body", "orelse", "finalbody"):
+                statements = getattr(node, field, None)
+                if isinstance(statements, list):
+                    for first, second in pairwise(statements):
+                        if isinstance(first, ast.Assign) and isinstance(second, (ast.Assign, ast.Return)):
+                            yield built(first.value), built(second.value)
+
+
 def _is_str(expr: ast.expr) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, str)
 
@@ -337,9 +372,11 @@ class _Screen:
         self.hot_functions: set[str] = set()    # defs that may run per step (pass 1, see _collect)
         self.depth = 0                          # the depth of the tree
         self.device_copy = False
-        self.biased: set[str] = set()  # BIASED_NORM: "conv" / "linear" given no bias=False, "norm" / "flat-norm"
+        self.layer_runs: list[list[ast.expr]] = []  # BIASED_NORM: a Sequential call's arguments, a list's items
+        self.bound_anywhere: dict[str, list[ast.expr]] | None = None  # name -> its values in any scope (lazily)
         self.steppy = False  # the file has a loop that may be a training loop (_steppy_loop)
         self.functions: set[str] = set()  # the names of the file's own functions and methods
+        self.parameter_names: set[str] = set()  # every parameter's name (PARAMETER_CALL)
         self.buffers: set[str] = set()  # ``self.register_buffer("queue_ptr", ...)``: tensors (values.Values._buffers)
         self.sizes: list[tuple[ast.expr, ast.AST]] = []  # the sizes given to Linear/Embedding/ConvNd (OFF_TILE)
         self.off_tile_callees: set[str] = set()  # the names of the callees given an off-tile literal
@@ -347,6 +384,7 @@ class _Screen:
         self.attributes: dict[str, list[tuple[ast.expr, ast.AST]]] = {}  # ``obj.x = v``: x -> (v, its scope)
         # a method -> the name of its class (a parameter of ``__init__`` gets what ``C(...)`` passes) (pass 1)
         self.owners: dict[ast.AST, str] = {}
+        self.classes: dict[ast.AST, ast.ClassDef] = {}  # each ``__init__`` -> its class (pass 1)
         self.steppy_loops: dict[ast.AST, bool] = {}  # _steppy_loop of each loop asked about
         # pass 1 records what pass 2 reads, so that pass 2 walks no tree: the nodes that change where the nodes
         # below them run (defs, lambdas, classes, loops), each with the index of the innermost one above it (-1: the
@@ -367,7 +405,7 @@ class _Screen:
             found.add(ENV_SETTING)
         if OFF_TILE not in found and any(self._may_be_off_tile(size, scope) for size, scope in self.sizes):
             found.add(OFF_TILE)
-        if {"conv", "norm"} <= self.biased or {"linear", "flat-norm"} <= self.biased:
+        if self._biased_norm():
             found.add(BIASED_NORM)
         if self.device_copy and DATALOADER in found:
             found.add(PINNED_COPY)
@@ -483,11 +521,13 @@ class _Screen:
             if not isinstance(node, ast.ClassDef):
                 self.functions.add(node.name)
             else:
-                self.owners.update((item, node.name) for item in node.body
-                                   if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-                                   and item.name == "__init__")
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "__init__":
+                        self.owners[item] = node.name
+                        self.classes[item] = node
         elif isinstance(node, ast.arg):
             self.bound.add(node.arg)
+            self.parameter_names.add(node.arg)
         elif isinstance(node, ast.comprehension):
             for name in ast.walk(node.target):
                 if isinstance(name, ast.Name):
@@ -566,6 +606,15 @@ class _Screen:
                                                           self.values.get(self.tree, {}).get(expr.attr, ())]
             if bound:
                 return self._union(bound, depth)
+            # the flow follows ``args.vocab`` to an option's default, ``self.cfg.vocab`` and ``Config(...).vocab``
+            # through what holds the receiver; never ``self.x`` nothing assigns (a class field is an assignment, in a
+            # class nested in a function too), nor a receiver it cannot name (``self.convs[0].out_channels``)
+            root = expr.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(expr.value, ast.Name) and expr.value.id == "self" and expr.attr not in self._anywhere() \
+                    or not isinstance(root, (ast.Name, ast.Call)):
+                return None
             return {_MAYBE} if self.off_tile_literal else None
         return None
 
@@ -611,11 +660,60 @@ class _Screen:
             leaves.add(self.names.spelled(dotted).rsplit(".", 1)[-1])
         return leaves
 
+    def _compiles(self, func: ast.expr) -> bool:
+        """``func`` may be ``torch.compile`` or a module's ``compile`` method: TL503's roots (``re.compile``,
+        ``compile()`` the builtin and other names the file imports are not)."""
+        return "compile" in self._leaves(func) and \
+            self.names.qualified(ast_dotted_name(func)) in (None, "torch.compile")
+
     def _builtin_call(self, func: ast.expr, *names: str) -> bool:
         """A call of one of the builtins ``names`` (or of a name that may be one through an alias)."""
         if not isinstance(func, ast.Name):
             return False
         return func.id in names or self.names.spelled(func.id) in names
+
+    # -- BIASED_NORM: a layer with a bias straight before a BatchNorm (TL403's pairs, loosely) ------------------
+    def _biased_norm(self) -> bool:
+        """Whether a pair TL403 judges may hold a biased layer and then a BatchNorm: adjacent items of a Sequential
+        call or a list literal, or (its pairs of ``self.A`` and ``self.B`` applied one after the other) the values
+        one ``__init__`` assigns to attributes."""
+        for run in self.layer_runs:
+            kinds = [self._layer_kinds(item) for item in run]
+            if any(_biased_pair(a, b) for a, b in pairwise(kinds)):
+                return True
+        built: dict[ast.ClassDef, dict[str, frozenset[str]]] = {}  # class -> attribute -> what it may build
+        for attr, values in self.attributes.items():
+            for value, scope in values:
+                kinds = self._layer_kinds(value) if scope in self.classes else frozenset()
+                if kinds:
+                    attrs = built.setdefault(self.classes[scope], {})
+                    attrs[attr] = attrs.get(attr, frozenset()) | kinds
+        return any(_biased_pair(a, b) for cls, attrs in built.items() for a, b in _applied_pairs(cls, attrs))
+
+    def _anywhere(self) -> dict[str, list[ast.expr]]:
+        """Every name the file assigns -> its values, in any scope."""
+        if self.bound_anywhere is None:
+            self.bound_anywhere = {}
+            for names in self.values.values():
+                for name, values in names.items():
+                    self.bound_anywhere.setdefault(name, []).extend(values)
+        return self.bound_anywhere
+
+    def _layer_kinds(self, expr: ast.expr, depth: int = 0) -> frozenset[str]:
+        """What layer ``expr`` may build: "conv" / "linear" (not given bias=False), "norm" / "flat-norm" (a
+        BatchNorm); a name, what any assignment of it in the file may build (TL403 reads two names deep)."""
+        if isinstance(expr, ast.Name) and depth < 2:
+            return frozenset().union(*(self._layer_kinds(v, depth + 1) for v in self._anywhere().get(expr.id, ())))
+        if not isinstance(expr, ast.Call):
+            return frozenset()
+        leaves = self._leaves(expr.func)
+        if leaves & _BATCH_NORMS:
+            return frozenset(("norm", "flat-norm") if leaves & _FLAT_NORMS else ("norm",))
+        if leaves & _CONVS or "Linear" in leaves:
+            bias = next((k.value for k in expr.keywords if k.arg == "bias"), None)
+            if not (isinstance(bias, ast.Constant) and bias.value is False):
+                return frozenset(("conv",) if leaves & _CONVS else ("linear",))
+        return frozenset()
 
     # -- may this expression be a tensor? (a superset of values.Values.kind(expr) is TENSOR) --------------
     def _may_tensor(self, expr: ast.expr | None, scope: ast.AST, depth: int = 0) -> bool:
@@ -720,6 +818,8 @@ class _Screen:
             if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 # a decorator without arguments is called too (``@torch.compile``: call:compile)
                 self.called.update(*(self._leaves(d) for d in node.decorator_list if not isinstance(d, ast.Call)))
+                if any(self._compiles(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list):
+                    self.found.add(COMPILED)
                 # a function the file calls may be called per step (callers.py follows the call)
                 scope, hot, loop = node, node.name in self.hot_functions, None
                 step = hot
@@ -752,11 +852,16 @@ class _Screen:
                     isinstance(t, ast.Subscript) and "environ" in self._leaves(t.value)
                     for t in node.targets):  # type: ignore[attr-defined]
                 self.found.add(ENV_SETTING)
-            if kind is ast.Call:
+            if kind is ast.List:
+                self.layer_runs.append(node.elts)  # type: ignore[attr-defined]
+            elif kind is ast.Call:
                 self._call(node, scope, hot)  # type: ignore[arg-type]
                 if loop is not None and PROJECT_CALL not in self.found and \
                         self._project_call(node.func, scope) and self._steppy(loop):  # type: ignore[attr-defined]
                     self.found.add(PROJECT_CALL)
+                if PARAMETER_CALL not in self.found and self._parameter_call(node.func) and \
+                        (hot or loop is not None and self._steppy(loop)):  # type: ignore[attr-defined]
+                    self.found.add(PARAMETER_CALL)
             elif hot:
                 self._other(node, scope)
 
@@ -791,12 +896,12 @@ class _Screen:
         positional = [a for a in node.args if not isinstance(a, ast.Starred)]
         if "DataLoader" in leaves:
             found.add(DATALOADER)
-        if leaves & _BATCH_NORMS:
-            self.biased.update(("norm", "flat-norm") if leaves & _FLAT_NORMS else ("norm",))
-        if leaves & _CONVS or "Linear" in leaves:
-            bias = next((k.value for k in node.keywords if k.arg == "bias"), None)
-            if not (isinstance(bias, ast.Constant) and bias.value is False):
-                self.biased.add("conv" if leaves & _CONVS else "linear")
+        if "Sequential" in leaves:
+            self.layer_runs.append(node.args)
+        if COMPILED not in found and self._compiles(func) and (
+                "forward" in self.functions or  # a module of the file's classes, or a function of the file by name
+                node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in self.functions):
+            found.add(COMPILED)
         if any(isinstance(arg, ast.Constant) and _off_tile(arg.value) for arg in (*node.args, *(k.value for k in
                                                                                            node.keywords))):
             self.off_tile_callees |= leaves  # ``Block(1027)``: a parameter of Block may hold it (flow.Flow.ints)
@@ -812,11 +917,11 @@ class _Screen:
                 found.add(ZERO_GRAD)
         if method in ("to", "cuda", "type_as", "type"):
             self.device_copy = True  # anywhere: TL203 follows batch names into defs nested in the loop
-            if isinstance(func.value, (ast.Call, ast.BinOp, ast.UnaryOp)) and any(
+            if hot and isinstance(func.value, (ast.Call, ast.BinOp, ast.UnaryOp)) and any(
                     isinstance(n, ast.Call) and (self._leaves(n.func) & _CREATION_CALLS or
                                                  any(leaf.endswith("Tensor") for leaf in self._leaves(n.func)))
                     for n in ast.walk(func.value)):
-                found.add(HOST_BUILT)  # anywhere: TL204 follows calls of the helper that builds it
+                found.add(HOST_BUILT)  # where the sync kinds count: TL204 reports in the same per-step code
         if not hot:
             return
         if "synchronize" in leaves:
@@ -888,6 +993,12 @@ class _Screen:
                                                                                                         scope):
                         return True
         return False
+
+    def _parameter_call(self, func: ast.expr) -> bool:
+        """``func`` is a parameter, ``self``, or an attribute of one (``model``, ``self.net.head``)."""
+        while isinstance(func, ast.Attribute):
+            func = func.value
+        return isinstance(func, ast.Name) and (func.id == "self" or func.id in self.parameter_names)
 
     def _cpu(self, expr: ast.expr) -> bool:
         if _is_str(expr):
