@@ -64,7 +64,7 @@ def test_trace_finding_without_source():
 def test_traces_and_errors(full_result):
     doc = _doc(full_result)
     (t,) = doc["traces"]
-    assert set(t) == {"path", "rank", "verdict", "evidence", "metrics", "warnings", "profiler"}
+    assert set(t) == {"path", "rank", "verdict", "evidence", "metrics", "warnings", "profiler", "roofline"}
     assert t["verdict"] == "input-bound" and t["rank"] == 0
     assert t["metrics"]["gpu_busy_pct"] == 18.6
     assert t["metrics"]["matmul_tensor_core_pct"] is None  # inf

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tracelint.trace import analyze_trace
-from tracelint.trace.flops import ShapedOp, op_flops, peak, step_flops
+from tracelint.trace.flops import PEAKS, ShapedOp, device_peak, op_flops, peak, step_flops
 from tracelint.trace.model import Step
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,8 +134,23 @@ def test_peaks_are_dense_and_unknown_devices_have_none():
     assert peak("NVIDIA H200", "bf16") == (989.4, peak("NVIDIA H200", "bf16")[1])
     assert peak("NVIDIA H100 PCIe", "bf16")[0] == 756.0  # not the SXM part's figure
     assert peak("NVIDIA A100-SXM4-80GB", "tf32")[0] == 156.0
-    assert peak("NVIDIA A10G", "bf16") is None and peak(None, "bf16") is None
+    assert peak("NVIDIA A10G", "bf16")[0] == 70.0  # AWS's part, not the A10's 125
+    assert peak("NVIDIA T4", "bf16") is None and peak(None, "bf16") is None
     assert peak("NVIDIA A100-SXM4-80GB", "fp8") is None  # no FP8 on Ampere
+
+
+def test_bandwidth_by_the_part_the_name_says():
+    """The memory bandwidth column: the A100's depends on its memory, which the name tells or not (then none)."""
+    assert device_peak("NVIDIA H200").bandwidth_gbs == 4800.0
+    assert device_peak("NVIDIA H100 PCIe").bandwidth_gbs == 2000.0
+    assert device_peak("NVIDIA H100 80GB HBM3").bandwidth_gbs == 3350.0
+    assert device_peak("NVIDIA A100-SXM4-80GB").bandwidth_gbs == 2039.0
+    assert device_peak("NVIDIA A100-SXM4-40GB").bandwidth_gbs == 1555.0
+    assert device_peak("NVIDIA A100-PCIE-40GB").bandwidth_gbs == 1555.0
+    assert device_peak("NVIDIA A100 80GB PCIe").bandwidth_gbs is None  # not the SXM part's 2,039
+    assert device_peak("AMD Instinct MI300X").bandwidth_gbs == 5300.0
+    assert device_peak("NVIDIA L4").bandwidth_gbs == 300.0 and device_peak("NVIDIA B200").bandwidth_gbs == 8000.0
+    assert all(row.source for row in PEAKS)
 
 
 def test_a_step_window_counts_only_its_ops():

@@ -31,6 +31,8 @@ def format_metric(key: str, value: object) -> str:
             return format_bytes(number)
         if unit == "ratio":
             return f"{number:.2f}×"
+        if unit == "tflops":
+            return f"{sig3(number)} TFLOP/s"
         if unit in ("us", "ms", "s"):
             return format_seconds(number / {"us": 1e6, "ms": 1e3, "s": 1.0}[unit])
         if isinstance(value, int):

@@ -11,8 +11,8 @@ inside that step's CPU ``ProfilerStep#N`` span; without steps the whole trace is
 event counts as launched in it. The order of declaration is the order of the text report.
 
 Units: ``pct`` (percent, 0-100), ``us``, ``ms``, ``bytes``, ``count`` (a number of things, maybe per step), ``ratio``,
-``label`` (text or an id), ``flag`` (yes/no). Direction: ``higher`` or ``lower`` is better for the run, or None
-(descriptive: the device's size, the number of steps).
+``label`` (text or an id), ``flag`` (yes/no), ``tflops`` (achieved TFLOP/s). Direction: ``higher`` or ``lower`` is
+better for the run, or None (descriptive: the device's size, the number of steps).
 
 Finding details (``Finding.details``) that are not declared metrics name their unit by a word of their name
 (``_us``, ``_ms``, ``_s``, ``_pct``, ``_bytes``): ``unit()`` applies that convention to them, and only to them.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-UNITS = ("pct", "us", "ms", "bytes", "count", "ratio", "label", "flag")
+UNITS = ("pct", "us", "ms", "bytes", "count", "ratio", "label", "flag", "tflops")
 DIRECTIONS = ("higher", "lower", None)
 SCOPES = ("device", "rank", "job")
 
@@ -283,7 +283,8 @@ MODEL_FLOP_PER_STEP = _declare(
     "convolutions (forward, and backward per gradient asked), fused attention (forward 4·B·H·S_q·S_k·D, backward "
     "twice that, causal counted as half), summed over the ops launched in the profiled steps and divided by their "
     "number; None without shapes. Triton template kernels and CUDA-graph replays carry no shapes: their work is "
-    "not in it (flop_unattributed_pct).")
+    "not in it (flop_unattributed_pct). The forward that activation checkpointing runs again is not in it either "
+    "(hfu_pct).")
 FLOP_UNATTRIBUTED_PCT = _declare(
     "flop_unattributed_pct", "pct", "lower",
     "Kernel time of Inductor's Triton template kernels (its GEMMs, convolutions and flex attention) and of CUDA-graph "
@@ -295,10 +296,41 @@ MFU_PCT = _declare(
     "FLOPs (tracelint.trace.flops.PEAKS: datasheet figures; fp32 GEMMs on Tensor Cores count at the TF32 peak), in "
     "percent. The step time is unprofiled_step_ms when the trace has it, else step_ms (said in mfu_basis). None "
     "for a device the table does not hold, without shapes, or when flop_unattributed_pct is 5 or more.")
+HFU_PCT = _declare(
+    "hfu_pct", "pct", "higher",
+    "As mfu_pct, with the forward that activation checkpointing runs again counted too: the forward ops "
+    "(aten::linear, aten::matmul, aten::convolution, the fused attention forwards) that run inside an autograd node "
+    "(autograd::engine::evaluate_function) of their thread, and the GEMMs inside them (tracelint.trace.flops."
+    "recomputed_spans); equal to mfu_pct without recomputation. mfu_basis says when recomputation was seen.")
 MFU_BASIS = _declare(
     "mfu_basis", "label", None,
     "What mfu_pct divides by: the step time and where it comes from, the dtype and its dense peak (the table's "
-    "sources are in tracelint.trace.flops.PEAKS), or why there is no MFU.")
+    "sources are in tracelint.trace.flops.PEAKS), whether recomputed forward FLOPs were seen (and their share, "
+    "left out of mfu_pct and counted in hfu_pct), or why there is no MFU.")
+GEMM_TFLOPS = _declare(
+    "gemm_tflops", "tflops", "higher",
+    "Achieved TFLOP/s of the GEMMs of the steps (tracelint.trace.roofline): the FLOPs of the innermost GEMM ops "
+    "launched in the steps (2·M·K·N, forward and backward) over the summed time of the kernels each launched (a "
+    "kernel whose launch starts on the op's thread inside its span). None without shapes or GEMM kernels.")
+GEMM_PEAK_PCT = _declare(
+    "gemm_peak_pct", "pct", "higher",
+    "gemm_tflops against the device's dense peak: 100 × Σ over the GEMM ops of FLOPs / the peak of their dtype "
+    "(fp32 on Tensor Core kernels at the TF32 peak; tracelint.trace.flops.PEAKS) over their kernels' time. None "
+    "for a device or dtype the table does not hold.")
+CONV_TFLOPS = _declare(
+    "conv_tflops", "tflops", "higher",
+    "Achieved TFLOP/s of the convolutions of the steps: the FLOPs of aten::convolution (forward) and "
+    "aten::convolution_backward (per gradient asked) over the time of the kernels each launched, as gemm_tflops.")
+CONV_PEAK_PCT = _declare(
+    "conv_peak_pct", "pct", "higher", "conv_tflops against the device's dense peak per dtype, as gemm_peak_pct.")
+ATTENTION_TFLOPS = _declare(
+    "attention_tflops", "tflops", "higher",
+    "Achieved TFLOP/s of the fused attention ops of the steps (flash, memory-efficient, cuDNN; forward and "
+    "backward, causal counted as half as in model_flop_per_step) over the time of the kernels each launched, as "
+    "gemm_tflops. The unfused math path runs bmm ops: counted as GEMMs.")
+ATTENTION_PEAK_PCT = _declare(
+    "attention_peak_pct", "pct", "higher",
+    "attention_tflops against the device's dense peak per dtype, as gemm_peak_pct.")
 # The identity of the device and of the job, and the summary over the ranks of a job (``scope="job"``,
 # tracelint.trace.analyze.rank_summary); the job's metrics sit around world_size, which both kinds of report carry.
 DEVICE = _declare(

@@ -46,6 +46,8 @@ class TraceSummary:
     profiler: dict | None = field(default=None, hash=False)  # what the profiler recorded (tracelint.trace.recording)
     # What the HTML report charts (tracelint.trace.timeline): bounded, not part of equality or of the JSON report.
     timeline: dict | None = field(default=None, hash=False, compare=False, repr=False)
+    # Achieved TFLOP/s per family and op of the work the ops' shapes give (tracelint.trace.roofline); in JSON reports.
+    roofline: dict | None = field(default=None, hash=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

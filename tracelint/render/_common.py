@@ -140,7 +140,8 @@ def is_rank_summary(summary: TraceSummary, traces: Iterable[TraceSummary]) -> bo
 
 def trace_summary_dict(summary: TraceSummary) -> dict:
     return {"path": summary.path, "rank": summary.rank, "verdict": summary.verdict, "evidence": summary.evidence,
-            "metrics": summary.metrics, "warnings": list(summary.warnings), "profiler": summary.profiler}
+            "metrics": summary.metrics, "warnings": list(summary.warnings), "profiler": summary.profiler,
+            "roofline": summary.roofline}
 
 
 def unique_fingerprints(findings: Iterable[Finding]) -> list[str]:

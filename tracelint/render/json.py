@@ -75,6 +75,19 @@ decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 an
             "groups": {str: {"desc": str, "ranks": [int], "per_step": float, "comm_ms": float | null,
                              "wait_ms": float | null}},
             "notes": [str]} | null} | null
+        "roofline": {                  # achieved TFLOP/s of the work the ops' shapes give (tracelint.trace.roofline);
+                                       # null without record_shapes or without their kernels in the steps
+          "device": str | null, "peak_tflops": {str: float} | null,   # the device's dense peaks by dtype
+          "bandwidth_gbs": float | null, "source": str | null,         # its memory bandwidth; where both come from
+          "note": str | null,          # why there is no % of peak (a device the table does not hold)
+          "families": [{"family": "gemm" | "convolution" | "attention", "dtype": str | null,  # null: all dtypes
+                        "calls_per_step": float, "flop_per_step": int, "bytes_per_step": int,
+                        "kernel_ms_per_step": float, "tflops": float | null, "peak_pct": float | null,
+                        "flop_per_byte": float | null}],                   # arithmetic intensity
+          "top_ops": [{"name": str, "shape": str, "dtype": str, "family": str,
+                       "recomputed": bool, ...}],  # the ten op shapes with the most kernel time, keys as families'
+          "untimed_ops": int,          # counted ops that launched no kernel in the steps (left out)
+          "memory_bound": {"gbps": null, "why": str}} | null  # no GB/s: the trace keeps no shapes for those ops
       }],
       "errors": [{"path": str, "message": str, "line": int | null}],  # inputs that could not be read
       "baseline": {                    # --baseline (or the config's `baseline`); null when the run used none

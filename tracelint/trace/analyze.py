@@ -45,6 +45,7 @@ from tracelint.trace.load import NotATrace, open_trace
 from tracelint.trace.metrics import analyze_device
 from tracelint.trace.model import TraceModel
 from tracelint.trace.report import Report
+from tracelint.trace.roofline import roofline_of
 from tracelint.trace.rule import JobRule, TraceRule, enabled_rules
 from tracelint.trace.timeline import timeline_of
 from tracelint.trace.verdict import Verdict, decide
@@ -133,7 +134,8 @@ def _judge(read: _Read, config: Config, wait: RankWait | None = None,
                 for i, a in enumerate(read.analyses)]
     findings, in_job = _run_rules(read.analyses, verdicts, config)
     summaries = [TraceSummary(read.path, v.kind, v.evidence, a.metrics, rank=a.rank, warnings=read.warnings,
-                              profiler=a.recording.as_dict(), timeline=timeline_of(a) if timelines else None)
+                              profiler=a.recording.as_dict(), timeline=timeline_of(a) if timelines else None,
+                              roofline=roofline_of(a))
                  for a, v in zip(read.analyses, verdicts, strict=True)]
     return Report(read.path, summaries, findings, read.warnings, read.analyses, read.truncated), in_job
 

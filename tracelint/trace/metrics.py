@@ -128,8 +128,10 @@ def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_
 
     recording_metrics(m, analysis.recording)
     from tracelint.trace.flops import flop_metrics
+    from tracelint.trace.roofline import roofline_metrics
 
     flop_metrics(analysis)
+    roofline_metrics(analysis)
     return analysis
 
 
