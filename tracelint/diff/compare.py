@@ -34,14 +34,38 @@ step time swings with the host (a GPU-bound run: the step is the GPU's work).
   two runs land apart: ±49.9 % on two H200 runs that differ by 10 %, ±3.7 % on two runs 12.5-14 % apart. The default
   floor is measured per measure (tracelint.engine.config.DEFAULT_NOISE_FLOOR_PCT, bench/diff_noise_floor.py).
 
+**MFU** (``mfu``): each side's ``mfu_pct`` (tracelint.engine.metrics: model FLOPs per step F over the step time T
+and the dense peak P; pooled over a side's runs), ``change_pts`` = new − base and ``change_pct`` = (new − base) /
+base × 100. It is *comparable* when both sides have one (else ``why`` says why from ``mfu_basis``), over the same
+kind of step time (both unprofiled, from tracelint.profile, or both profiled), against the same peak (F / T / MFU
+within 10 %: an fp32 → bf16 change divides by another peak, and MFU falls 62 → 14 % on a step 3.4× faster), and
+for the same work (F within 3 %: else a different model or batch). Its noise comes from the step time's: with F
+and P fixed, MFU ∝ 1/T, so MFU_new / MFU_base = T_base / T_new = 1 / (1 + s) for a step s slower, and MFU drops by
+d = s / (1 + s). A step as slow as its noise n (in percent) drops MFU by 100·n / (100 + n) (``noise_pct``: ±16.8 %
+of step time is 14.4 % of MFU), and one as slow as ``max-regression-pct`` L by 100·L / (100 + L)
+(``drop_limit_pct``: 4.76 % at 5 %). MFU has *dropped* when it is lower by more than both, tested as the step
+slowdown it equals, MFU_base / MFU_new − 1 > L and > n: for the same work against the same peak over the profiled
+step, the MFU test and the step-time test are one test (up to the mean of per-step maxima that step time is,
+against the larger of the mean spans that MFU divides by).
+
 **The gate** (``regression``), for each pair, fails when any of:
 - NEW has a finding at ``fail-on`` severity or above (warning by default) that BASE lacks
   (``fail-on-new-findings``, on by default): a new host sync fails the gate whatever the timing says;
-- the gate's measure (``gate.measure``: GPU time per step when both sides' verdicts are gpu-bound, else step time)
-  is slower by more than ``max-regression-pct`` (5 %) *and* by more than its noise;
+- the gate's measure (``gate.measure``: GPU time per step when both sides' verdicts are gpu-bound, else step time;
+  MFU with ``gate-measure = "mfu"``) is slower by more than ``max-regression-pct`` (5 %) *and* by more than its
+  noise (MFU: has dropped, above);
 - NEW crosses a configured TL010 gate threshold that BASE met (``max-syncs-per-step = 0``: BASE within the limit or
   not measured, NEW beyond it).
-Faster is never a failure.
+Faster is never a failure. MFU is shown, and gated only when asked (``gate-measure = "mfu"``), because for the
+same work its drop *is* a step slowdown, which the step gate already fails (failing twice for one cause says
+nothing more, and where the gate measures GPU time per step, a steadier measure, MFU would bring back the host's
+noise the GPU time keeps out). What the MFU gate adds is the case where the work changed: NEW runs a bigger batch or
+a longer sequence, so its step is slower while each FLOP costs less. A step gate fails that change; a team that
+tunes throughput wants it judged by MFU, and says so with ``gate-measure = "mfu"``: then a slower step with more
+work passes when MFU held, and a faster step fails when MFU dropped with less work. Only an MFU against the same
+peak over the same kind of step time is gated (``gateable``); where either side has none, the gate falls back to
+its time measure and ``gate.note`` says why. Caution: the trace's FLOPs count what ran, activation recomputation
+included: turning on checkpointing adds FLOPs, and judged by MFU the slower step can pass.
 
 **Metrics**: every metric of both traces' reports (tracelint.engine.metrics), with ``delta`` = new − base and
 ``delta_pct`` = delta / |base| × 100 (``None`` when base is 0 or either is not a number). A metric *moved* when
@@ -81,11 +105,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracelint.diff.findings import finding_changes, finding_key, finding_words
+from tracelint.diff.mfu import MfuChange, mfu_change
 from tracelint.diff.noise import Change, beyond, change
 from tracelint.diff.pairing import pair_runs
 from tracelint.engine import Config, Finding, InputError, Severity, TraceLocation
 from tracelint.engine import metrics as M
-from tracelint.engine.config import DEFAULT_MAX_REGRESSION_PCT, DEFAULT_NOISE_FLOOR_PCT, GPU_TIME, STEP_TIME
+from tracelint.engine.config import DEFAULT_MAX_REGRESSION_PCT, DEFAULT_NOISE_FLOOR_PCT, GPU_TIME, MFU, STEP_TIME, TIME
 from tracelint.engine.display import format_metric, format_seconds
 from tracelint.engine.metrics import registry
 from tracelint.engine.records import finding_dict
@@ -297,12 +322,13 @@ class Gate:
     """Why a pair passed or failed the gate (the JSON report's ``gate``)."""
 
     max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT
-    measure: str = STEP_TIME  # STEP_TIME | GPU_TIME: the measure the timing gate compares
+    measure: str = STEP_TIME  # STEP_TIME | GPU_TIME | MFU: the measure the timing gate compares
     slower: bool = False  # that measure is over the limit and over its noise
     crossed: tuple[str, ...] = ()  # the gate thresholds NEW crossed, as "max-syncs-per-step = 0: 0 → 1"
     fail_on_new_findings: bool = True
     fail_on: Severity = Severity.WARNING  # the lowest severity of a new finding that fails the gate
     blocking: tuple[Finding, ...] = ()  # NEW's new findings at fail_on or above (they fail it when enabled)
+    note: str | None = None  # why the gate did not compare the measure gate-measure asked for (MFU: none on a side)
 
     @property
     def failed(self) -> bool:
@@ -311,7 +337,8 @@ class Gate:
     def as_dict(self) -> dict:
         return {"max_regression_pct": self.max_regression_pct, "thresholds_crossed": list(self.crossed),
                 "measure": self.measure, "slower": self.slower, "fail_on_new_findings": self.fail_on_new_findings,
-                "fail_on": str(self.fail_on), "new_findings": [finding_words(f) for f in self.blocking]}
+                "fail_on": str(self.fail_on), "new_findings": [finding_words(f) for f in self.blocking],
+                "note": self.note}
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +361,7 @@ class TraceDiff:
     gpu: Change | None = None  # GPU time per step (None: a side without profiled steps)
     base_runs: tuple[str, ...] = ()  # every trace of BASE's side (one per run), when there are several
     new_runs: tuple[str, ...] = ()
+    mfu: MfuChange | None = None
 
     @property
     def regression(self) -> bool:
@@ -354,6 +382,7 @@ class TraceDiff:
             "runs": {"base": list(self.base_runs or [self.base]), "new": list(self.new_runs or [self.new])},
             "step_ms": self.step.as_dict(),
             "gpu_ms": self.gpu.as_dict() if self.gpu is not None else None,
+            "mfu": self.mfu.as_dict() if self.mfu is not None else None,
             "steps": {"base": self.step.base_steps, "new": self.step.new_steps, "few": self.step.few_steps},
             "verdict": {"base": self.verdict[0], "new": self.verdict[1]},
             "metrics": [m.as_dict() for m in self.metrics],
@@ -393,10 +422,11 @@ class DiffReport:
 
 def diff_traces(base, new, *, config: Config | None = None, max_regression_pct: float | None = None,
                 thresholds: Iterable[tuple[str, float]] | None = None, noise_floor_pct: float | None = None,
-                fail_on_new_findings: bool | None = None) -> DiffReport:
+                fail_on_new_findings: bool | None = None, gate_measure: str | None = None) -> DiffReport:
     """Compare trace (or job folder) ``new`` with ``base``; either may be a list of paths, runs of the same
     configuration, whose spread is the noise. ``max_regression_pct``, ``thresholds`` (TL010 gate keys),
-    ``noise_floor_pct`` and ``fail_on_new_findings`` default to the config's ``[tool.tracelint.diff]``.
+    ``noise_floor_pct``, ``fail_on_new_findings`` and ``gate_measure`` ("time" or "mfu") default to the config's
+    ``[tool.tracelint.diff]``.
     Unreadable inputs are the report's errors, never exceptions."""
     config = config or Config()
     base_paths = [base] if isinstance(base, (str, os.PathLike)) else list(base)
@@ -409,7 +439,7 @@ def diff_traces(base, new, *, config: Config | None = None, max_regression_pct: 
         noise_floor_pct=config.diff_noise_floor_pct if noise_floor_pct is None else noise_floor_pct,
         fail_on_new_findings=(config.diff_fail_on_new_findings if fail_on_new_findings is None
                               else fail_on_new_findings),
-        fail_on=config.fail_on)
+        fail_on=config.fail_on, gate_measure=config.diff_gate_measure if gate_measure is None else gate_measure)
     (base_runs, base_errors), (new_runs, new_errors) = _measure_both(base_paths, new_paths, config)
     pairs, unmatched, notes = pair_runs(base_runs, new_runs, base_paths, new_paths)
     return DiffReport(tuple(compare(b, n, **settings) for b, n in pairs), (*base_errors, *new_errors, *unmatched),
@@ -419,9 +449,10 @@ def diff_traces(base, new, *, config: Config | None = None, max_regression_pct: 
 def compare(base: Side | Sequence[Side], new: Side | Sequence[Side], *,
             max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT, thresholds: dict | None = None,
             noise_floor_pct: float | None = None, fail_on_new_findings: bool = True,
-            fail_on: Severity = Severity.WARNING) -> TraceDiff:
+            fail_on: Severity = Severity.WARNING, gate_measure: str = TIME) -> TraceDiff:
     """The diff of two measured sides, each one Side or the Sides of several runs (pure: no file is read).
-    ``noise_floor_pct`` None: the measured default of the gate's measure (DEFAULT_NOISE_FLOOR_PCT)."""
+    ``noise_floor_pct`` None: the measured default of the gate's measure (DEFAULT_NOISE_FLOOR_PCT);
+    ``gate_measure`` MFU: the timing gate compares MFU where both sides have a gateable one (module docstring)."""
     base_runs = [base] if isinstance(base, Side) else list(base)
     new_runs = [new] if isinstance(new, Side) else list(new)
     pooled_base, pooled_new = pool(base_runs), pool(new_runs)
@@ -435,21 +466,29 @@ def compare(base: Side | Sequence[Side], new: Side | Sequence[Side], *,
         gpu = change([r.gpu_us for r in base_runs], [r.gpu_us for r in new_runs], floor(GPU_TIME))
     measure = GPU_TIME if gpu is not None and _gpu_bound(pooled_base) and _gpu_bound(pooled_new) else STEP_TIME
     timed = gpu if measure == GPU_TIME else step
+    mfu = mfu_change(pooled_base.metrics, pooled_new.metrics, step, max_regression_pct,
+                     cpu_only=(pooled_base.cpu_only, pooled_new.cpu_only))
+    note = None
+    if gate_measure == MFU and mfu.gateable:
+        measure = MFU
+    elif gate_measure == MFU:
+        timed_words = "GPU time per step" if measure == GPU_TIME else "step time"
+        note = f'gate-measure = "mfu", but {mfu.why}: gated on {timed_words}'
     steps = (_steps(pooled_base), _steps(pooled_new))
     metrics = tuple(_metric_changes(pooled_base.metrics, pooled_new.metrics, timed,
                                     base_step_us=_mean(pooled_base.step_us), steps=steps))
     kernels, classes, names = _kernel_changes(pooled_base.kernels, pooled_new.kernels)
     new_findings, fixed = finding_changes(pooled_base.findings, pooled_new.findings)
-    gate = Gate(max_regression_pct, measure, beyond(timed, max_regression_pct),
+    gate = Gate(max_regression_pct, measure, mfu.dropped if measure == MFU else beyond(timed, max_regression_pct),
                 tuple(_crossed(pooled_base.metrics, pooled_new.metrics, thresholds or {})), fail_on_new_findings,
-                fail_on, tuple(f for f in new_findings if f.severity >= fail_on))
-    summary = summarize(pooled_base, pooled_new, step, classes, new_findings, fixed, gate=gate, gpu=gpu)
+                fail_on, tuple(f for f in new_findings if f.severity >= fail_on), note)
+    summary = summarize(pooled_base, pooled_new, step, classes, new_findings, fixed, gate=gate, gpu=gpu, mfu=mfu)
     many = len(base_runs) > 1 or len(new_runs) > 1
     return TraceDiff(pooled_base.path, pooled_new.path,
                      pooled_new.rank if pooled_new.rank is not None else pooled_base.rank, step,
                      (pooled_base.verdict, pooled_new.verdict), metrics, kernels, classes, names, new_findings, fixed,
                      summary, gate, gpu, tuple(r.path for r in base_runs) if many else (),
-                     tuple(r.path for r in new_runs) if many else ())
+                     tuple(r.path for r in new_runs) if many else (), mfu)
 
 
 def _gpu_bound(side: Side) -> bool:
@@ -586,7 +625,7 @@ CAUSES = (
 
 def summarize(base: Side, new: Side, step: Change, classes: tuple[KernelChange, ...],
               new_findings: tuple[Finding, ...], fixed: tuple[Finding, ...], *, gate: Gate | None = None,
-              gpu: Change | None = None) -> str:
+              gpu: Change | None = None, mfu: MfuChange | None = None) -> str:
     """One line: the new findings that fail the gate, the change of the gate's measure, then what explains it
     (module docstring)."""
     gate = gate or Gate()
@@ -596,7 +635,7 @@ def summarize(base: Side, new: Side, step: Change, classes: tuple[KernelChange, 
         more = f" (+{len(blocking) - 2} more)" if len(blocking) > 2 else ""
         lead = (f"new finding{'s' if len(blocking) > 1 else ''}: "
                 f"{', '.join(finding_words(f) for f in blocking[:2])}{more}; ")
-    timing = _timing(base, new, step, classes, [f for f in new_findings if f not in blocking], fixed, gate, gpu)
+    timing = _timing(base, new, step, classes, [f for f in new_findings if f not in blocking], fixed, gate, gpu, mfu)
     return lead + timing + _gpu_absent(base, new)
 
 
@@ -610,7 +649,8 @@ def _gpu_absent(base: Side, new: Side) -> str:
             "measures (GPU time per step, kernels, GPU idle) are absent")
 
 
-def _timing(base: Side, new: Side, step: Change, classes, new_findings, fixed, gate: Gate, gpu: Change | None) -> str:
+def _timing(base: Side, new: Side, step: Change, classes, new_findings, fixed, gate: Gate, gpu: Change | None,
+            mfu: MfuChange | None = None) -> str:
     if step.change_pct is None:
         return f"step time {_ms(step.base_ms)} → {_ms(step.new_ms)}: no change can be measured"
     if step.change_pct == 0 and base.step_us == new.step_us:
@@ -620,6 +660,8 @@ def _timing(base: Side, new: Side, step: Change, classes, new_findings, fixed, g
     if gate.measure == GPU_TIME and gpu is not None and gpu.change_pct is not None:
         timed = gpu
         head += f"; GPU time per step {gpu.change_pct:+.1f}%"
+    if gate.measure == MFU and mfu is not None:
+        head += f"; MFU {format_metric(M.MFU_PCT.name, mfu.base)} → {format_metric(M.MFU_PCT.name, mfu.new)}"
     if base.verdict != new.verdict:
         head += f"; {base.verdict} → {new.verdict}"
     head += ")"

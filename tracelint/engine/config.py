@@ -24,6 +24,7 @@ traces take the one found from the working directory. Keys::
     max-regression-pct = 5             # fail when NEW's step is this much slower than BASE's (and beyond the noise)
     noise-floor-pct = 4                # the noise with one trace a side (default: measured, per measure)
     fail-on-new-findings = true        # a finding of NEW's at fail-on or above that BASE lacks fails the gate
+    gate-measure = "time"              # "mfu": gate on MFU, not step time (a bigger batch is not a regression)
     max-syncs-per-step = 0             # TL010 gate keys: fail when NEW crosses one that BASE met
 
 Codes and code prefixes are case-insensitive. A selector that matches no rule and a threshold key that is not
@@ -70,6 +71,8 @@ DEFAULT_MAX_REGRESSION_PCT = 5.0
 # percentile of the pairwise |change| between repeats of a scenario (step time: 30 pairs, every scenario; GPU time:
 # 18 pairs, the GPU-bound ones), rounded up to 0.1 %.
 STEP_TIME, GPU_TIME = "step_time", "gpu_time"
+# `tracelint diff`'s gate-measure: "time" (step time, or GPU time per step when both sides are GPU-bound) or "mfu".
+TIME, MFU = "time", "mfu"
 DEFAULT_NOISE_FLOOR_PCT = {STEP_TIME: 16.8, GPU_TIME: 0.9}
 
 
@@ -94,6 +97,7 @@ class Config:
     # files the CLI sets the one the run applies (or None): --fix leaves the findings it holds alone
     diff_noise_floor_pct: float | None = None  # None: DEFAULT_NOISE_FLOOR_PCT of the gate's measure
     diff_fail_on_new_findings: bool = True  # a new finding at fail-on or above fails the diff's gate
+    diff_gate_measure: str = TIME  # TIME | MFU: what the diff's timing gate compares (tracelint.diff.compare)
     cache_dir: Path | None = None  # the source half's on-disk cache (tracelint.source.cache) for a run's files, as
     # the CLI sets it (.tracelint_cache at the project root, --cache-dir, --no-cache); None: no cache
 
@@ -260,7 +264,7 @@ def diff_gate_items(items, where: str) -> tuple[tuple[str, float], ...]:
     return tuple(out)
 
 
-_DIFF_KEYS = ("max-regression-pct", "noise-floor-pct", "fail-on-new-findings")
+_DIFF_KEYS = ("max-regression-pct", "noise-floor-pct", "fail-on-new-findings", "gate-measure")
 
 
 def _diff_section(table: dict, where: str) -> dict:
@@ -278,6 +282,11 @@ def _diff_section(table: dict, where: str) -> dict:
         if not isinstance(value, bool):
             raise ConfigError(f"{where} fail-on-new-findings must be true or false, not {_kind(value)}")
         out["diff_fail_on_new_findings"] = value
+    if "gate-measure" in table:
+        value = table["gate-measure"]
+        if value not in (TIME, MFU):
+            raise ConfigError(f"{where} gate-measure must be {TIME!r} or {MFU!r}, not {value!r}")
+        out["diff_gate_measure"] = value
     out["diff_thresholds"] = diff_gate_items(((k, v) for k, v in table.items() if k not in _DIFF_KEYS), where)
     return out
 

@@ -1,5 +1,5 @@
 """The text of a ``tracelint diff`` pair (a ``RunResult.diffs`` record, tracelint.diff.compare's
-``TraceDiff.as_dict``): summary, gate, step time with its noise, metrics, kernels and findings. The text format
+``TraceDiff.as_dict``): summary, gate, step time with its noise, MFU, metrics, kernels and findings. The text format
 shows the block; the markdown and HTML formats share its gate, noise and change wording."""
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ def diff_block(diff: dict) -> str:
         gated = "  [gate]" if block is diff_measure(diff) else ""
         lines.append(f"  {label:<9}  {_diff_ms(block['base'])} → {_diff_ms(block['new'])}  "
                      f"{_signed_pct(block['change_pct'])}  {diff_noise_words(diff, block)}{gated}")
+    mfu = diff_mfu_cells(diff)
+    if mfu:
+        base, new, moved, words = mfu
+        gated = "  [gate]" if diff["gate"]["measure"] == "mfu" else ""
+        lines.append("  ".join(filter(None, (f"  {'MFU':<9}", f"{base} → {new}", moved, words))) + gated)
     lines.append(f"  verdict    {verdict['base']} → {verdict['new']}")
     moved = [m for m in diff["metrics"] if m["moved"]]
     if moved:
@@ -65,7 +70,9 @@ def diff_gate_line(diff: dict) -> str:
     measure = diff_measure(diff)
     change, noise, limit = measure["change_pct"], measure["noise_pct"], gate["max_regression_pct"]
     what = "GPU time per step " if gate["measure"] == "gpu_time" else ""
-    if change is None:
+    if gate["measure"] == "mfu":
+        words = _mfu_gate_words(measure, limit)
+    elif change is None:
         words = "the step time cannot be compared"
     elif change <= 0:
         words = f"{what}{abs(change):.1f}% faster" if change else f"same {what or 'step time'}".rstrip()
@@ -85,6 +92,8 @@ def diff_gate_line(diff: dict) -> str:
         head = f"new finding{'s' if len(found) > 1 else ''} {listed}"
         words = f"{head}; {words}" if gate["fail_on_new_findings"] else \
             f"{words}; {head} (not gated: fail-on-new-findings is off)"
+    if gate.get("note"):
+        words += f"; {gate['note']}"
     if gate["thresholds_crossed"]:
         n = len(gate["thresholds_crossed"])
         words += f"; {n} threshold{'s' if n > 1 else ''} crossed"
@@ -101,8 +110,46 @@ def diff_measures(diff: dict) -> list[tuple[str, dict]]:
 
 
 def diff_measure(diff: dict) -> dict:
-    """The block (``step_ms`` or ``gpu_ms``) of the measure the timing gate compared."""
+    """The block (``step_ms``, ``gpu_ms`` or ``mfu``) of the measure the timing gate compared."""
+    if diff["gate"]["measure"] == "mfu" and diff.get("mfu"):
+        return diff["mfu"]
     return diff["gpu_ms"] if diff["gate"]["measure"] == "gpu_time" and diff["gpu_ms"] else diff["step_ms"]
+
+
+def diff_mfu_cells(diff: dict) -> tuple[str, str, str, str] | None:
+    """MFU's base, new, change and words (its noise, or why it is not comparable), for the line or row a diff shows
+    when a side has an MFU: ``14.2%``, ``9.5%``, ``-4.7 pts (-33.0%)``, ``noise ±14.4% (the step time's ±16.8%, as
+    an MFU drop)``; None when neither side has one."""
+    m = diff.get("mfu")
+    if not m or (m["base"] is None and m["new"] is None):
+        return None
+    moved = "" if m["change_pts"] is None else f"{diff_delta('mfu_pct', m['change_pts'])}"
+    if m["change_pct"] is not None:
+        moved += f" ({m['change_pct']:+.1f}%)"
+    if not m["comparable"]:
+        words = m["why"] if m["why"].startswith("no MFU") else f"not comparable: {m['why']}"
+    elif m["noise_pct"] is None:
+        words = "noise unknown"
+    else:
+        words = f"noise ±{m['noise_pct']:.1f}% (the step time's ±{diff['step_ms']['noise_pct']:.1f}%, as an MFU drop)"
+    return format_metric("mfu_pct", m["base"]), format_metric("mfu_pct", m["new"]), moved, words
+
+
+def _mfu_gate_words(m: dict, limit: float) -> str:
+    """The gate's words when it compares MFU: ``MFU 33.0% lower, over the 4.76% limit (a 5% slower step) and the
+    ±14.4% noise``."""
+    change, noise, drop_limit = m["change_pct"], m["noise_pct"], m["drop_limit_pct"]
+    if change is None:
+        return "MFU cannot be compared"
+    if change >= 0:
+        return f"MFU {change:.1f}% higher" if change else "same MFU"
+    limit_words = f"the {drop_limit:g}% limit (a {limit:g}% slower step)"
+    if m["dropped"]:
+        band = "(noise unknown)" if noise is None else f"and the ±{noise:.1f}% noise"
+        return f"MFU {-change:.1f}% lower, over {limit_words} {band}"
+    if -change > drop_limit:
+        return f"MFU {-change:.1f}% lower, over {limit_words} but within the ±{noise:.1f}% noise"
+    return f"MFU {-change:.1f}% lower, within {limit_words}"
 
 
 def _noise_name(measure: dict) -> str:

@@ -149,6 +149,16 @@ A ``tracelint diff BASE NEW`` report is a document of its own (the numbers are d
         "step_ms": measure,            # step time, as below
         "gpu_ms": measure | null,      # GPU time per step (kernels, copies, memsets launched in the step, NCCL left
                                        # out); null: a side without ProfilerStep
+        "mfu": {"base": float | null, "new": float | null,     # mfu_pct of each side (null: none)
+                "change_pts": float | null, "change_pct": float | null,
+                "basis": {"base": str | null, "new": str | null},  # mfu_basis: what it divides by, or why none
+                "model_flop_per_step": {"base": int | null, "new": int | null, "change_pct": float | null},
+                "noise_pct": float | null,     # the MFU drop the step time's noise makes: 100·n / (100 + n)
+                "drop_limit_pct": float,       # the MFU drop a max_regression_pct slower step makes
+                "dropped": bool,               # lower by more than both (it fails the gate when gate.measure is mfu)
+                "comparable": bool,            # both have one, same kind of step, same peak, same FLOPs (±3 %)
+                "gateable": bool,              # comparable, or all that but the FLOPs (gate-measure = "mfu")
+                "why": str | null},            # why not comparable
         "steps": {"base": int, "new": int,             # profiled steps per trace the means are over
                   "few": bool},                        # under 5 on a side: the per-step band is not trusted
         "verdict": {"base": str, "new": str},
@@ -163,7 +173,9 @@ A ``tracelint diff BASE NEW`` report is a document of its own (the numbers are d
         "regression": bool,            # the gate failed for this pair (exit code 1)
         "gate": {
           "max_regression_pct": float,
-          "measure": "step_time" | "gpu_time",         # gpu_time when both verdicts are gpu-bound
+          "measure": "step_time" | "gpu_time" | "mfu",  # gpu_time when both verdicts are gpu-bound; mfu with
+                                       # gate-measure = "mfu" where MFU is gateable
+          "note": str | null,          # why gate-measure = "mfu" was not followed (then: the time measure)
           "slower": bool,              # that measure is over the limit and over its noise
           "thresholds_crossed": [str],
           "fail_on_new_findings": bool, "fail_on": "info" | "warning" | "error",

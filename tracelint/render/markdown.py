@@ -1,8 +1,8 @@
 """Markdown (``--format markdown``), GitHub-flavoured: for a pull-request comment or ``$GITHUB_STEP_SUMMARY``.
 
 A ``tracelint diff`` result: per pair a heading (BASE → NEW), the summary line in bold, the gate's outcome, a table
-of the step time (with its noise), the verdicts and the metrics that moved beyond the noise, a table of GPU time per
-step by kernel class and one of the kernels whose time changed most, then the findings new and fixed. Any other
+of the step time (with its noise), MFU, the verdicts and the metrics that moved beyond the noise, a table of GPU time
+per step by kernel class and one of the kernels whose time changed most, then the findings new and fixed. Any other
 result: a table of the traces' verdicts with their evidence, each trace's metrics in a collapsed ``<details>``
 table, a table of the findings, and the inputs that could not be read.
 
@@ -27,6 +27,7 @@ from tracelint.render._diff import (
     diff_gate_line,
     diff_measure,
     diff_measures,
+    diff_mfu_cells,
     diff_noise_words,
     diff_pct,
     diff_side,
@@ -72,6 +73,9 @@ def _diff(d: dict) -> str:
     rows = [(label + (" (gate)" if block is gated else ""), _ms(block["base"]), _ms(block["new"]),
              f"{block['change_pct']:+.1f}%" if block["change_pct"] is not None else "n/a",
              md(diff_noise_words(d, block))) for label, block in diff_measures(d)]
+    mfu = diff_mfu_cells(d)
+    if mfu:
+        rows.append(("MFU" + (" (gate)" if d["gate"]["measure"] == "mfu" else ""), *map(md, mfu)))
     rows.append(("verdict", md(verdict["base"]), md(verdict["new"]), "", ""))
     rows += [(f"{md(m['name'])}", md(format_metric(m["name"], m["base"])), md(format_metric(m["name"], m["new"])),
               md(diff_delta(m["name"], m["delta"])), diff_pct(m))
