@@ -337,3 +337,26 @@ def test_the_timeline_never_shows_a_share_above_100_percent(name):
     strip = next(c for c in data["charts"] if c["option"]["title"]["text"] == "GPU timeline: busy vs idle by cause")
     shares = [y for series in strip["option"]["series"] for _, y in series["data"]]
     assert shares and max(shares) == 100.0 and min(shares) >= 0.0
+
+
+def test_roofline_chart_and_top_ops_in_a_browser(browser, tmp_path, shots):
+    """An eager bf16 GPT step (H200): the roofline is drawn offline on log axes, with the bf16 roof and a point per
+    family and per top op shape, and the top-ops table lists the LM head's GEMM; the kernel-class chart says the
+    families' TFLOP/s."""
+    path = tmp_path / "gpt.html"
+    assert _cli("trace", str(FIXTURE_TRACES / "gpt_eager_bf16.pt.trace.json.gz"), "--format", "html", "-o",
+                str(path)).returncode in (0, 1)
+    data = json.loads(re.search(r"id='tl-data'>(.*?)</script>", path.read_text(), re.S).group(1))
+    (option,) = [c["option"] for c in data["charts"] if c["option"]["title"]["text"].startswith("Roofline")]
+    assert option["xAxis"]["type"] == option["yAxis"]["type"] == "log"
+    roof, families, ops = option["series"]
+    assert roof["name"] == "bf16 roof (989.4 TFLOP/s)" and [p[1] for p in roof["data"]][-1] == 989.4
+    assert {p["name"] for p in families["data"]} == {"GEMM bf16", "attention bf16"} and len(ops["data"]) == 10
+    page = _check_page(browser, path, 6, shots / "roofline.png")
+    try:
+        chart = page.locator("[aria-label^='Achieved TFLOP/s']")
+        assert chart.locator("svg path").count() > 10
+        text = page.inner_text("body")
+        assert "aten::mm [12288, 768] x [768, 50304]" in text and "GEMM 705 TFLOP/s (71.3% of peak)" in text
+    finally:
+        page.close()

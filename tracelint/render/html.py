@@ -1,14 +1,15 @@
 """The HTML report (``--format html -o report.html``): one self-contained file with interactive charts.
 
-Top to bottom: the verdict line and its evidence; per trace (and rank) its headline metrics, a timeline strip of
-the GPU window (busy vs idle by cause, zoomable), the idle causes, the step breakdown, GPU time by kernel class and
-the top kernels, host-to-device copies (pageable vs pinned) and device memory over the window (from the timeline
-record, tracelint.trace.timeline); for a job the rank table, its stages and groups, a chart of step time and
-communication wait per rank and a pipeline's schedule of one step per stage; for ``tracelint diff`` the step time
-and kernel time per class before and after, and the kernel delta table;
-every finding with its message, its source lines when the file is at hand, and its rule's documentation. A
-``tracelint run`` report opens with what ran, and each finding's card also shows the trace's evidence of it (or that
-the profiled steps did not show it) and what ``--verify`` measured.
+Top to bottom: the verdict line and its evidence; per trace (and rank) its headline metrics, a timeline strip of the
+GPU window (busy vs idle by cause, zoomable), the idle causes, the step breakdown, GPU time by kernel class and the
+top kernels, the roofline of the GEMMs, convolutions and attention with their top op shapes (the summary's roofline
+record, tracelint.trace.roofline), host-to-device copies (pageable vs pinned) and device memory over the window
+(from the timeline record, tracelint.trace.timeline); for a job the rank table, its stages and groups, a chart of
+step time and communication wait per rank and a pipeline's schedule of one step per stage; for ``tracelint diff``
+the step time and kernel time per class before and after, and the kernel delta table; every finding with its
+message, its source lines when the file is at hand, and its rule's documentation. A ``tracelint run`` report opens
+with what ran, and each finding's card also shows the trace's evidence of it (or that the profiled steps did not
+show it) and what ``--verify`` measured.
 
 Charts are drawn by Apache ECharts, inlined from ``_assets/echarts.min.js`` (Apache-2.0, its LICENSE and NOTICE
 beside it): the file opens from disk with no network, and its Content-Security-Policy forbids any request. The page
@@ -243,6 +244,8 @@ def _timeline_charts(page: Page, summary: TraceSummary, t: dict) -> str:
 
     out = ["<div class='full'>", strip, "</div><div class='grid2'>", idle, step, "</div>"]
     out.append("<div class='grid2'>" + _kernel_charts(page, summary, t) + "</div>")
+    if summary.roofline:
+        out.append("<div class='grid2'>" + _roofline(page, summary.roofline) + "</div>")
     out.append("<div class='grid2'>" + _copy_chart(page, summary, t, x, k) + _memory_chart(page, summary, t)
                + "</div>")
     return "".join(out)
@@ -260,7 +263,8 @@ def _kernel_charts(page: Page, summary: TraceSummary, t: dict) -> str:
     chart = page.chart({
         "title": chart_title("GPU time per step by kernel class",
                               f"{format_metric('kernel_count', t['kernels'])} kernels; Tensor Core share of matmul: "
-                              f"{format_metric('_pct', M.MATMUL_TENSOR_CORE_PCT.of(summary.metrics))}"),
+                              f"{format_metric('_pct', M.MATMUL_TENSOR_CORE_PCT.of(summary.metrics))}"
+                              f"{_family_speeds(summary.roofline)}"),
         "tooltip": {"trigger": "item"}, "grid": {"left": 190, "right": 70, "top": 60, "bottom": 30},
         "xAxis": {"type": "value"},
         "yAxis": {"type": "category", "inverse": True, "data": [_class_words(g) for g, _ in classes]},
@@ -279,6 +283,74 @@ def _kernel_charts(page: Page, summary: TraceSummary, t: dict) -> str:
     table = ("<div class='panel'><h3>Top kernels (GPU time per step)</h3><table class='kernels'><thead><tr>"
              "<th>per step</th><th>share</th><th>launches</th><th>mean</th><th>class · kernel</th></tr></thead>"
              f"<tbody>{rows}</tbody></table></div>") if rows else ""
+    return chart + table
+
+
+_FAMILY_WORDS = {"gemm": "GEMM", "convolution": "convolution", "attention": "attention"}
+_ROOF_COLORS = ("#212529", "#868e96", "#adb5bd")
+
+
+def _family_speeds(roofline: dict | None) -> str:
+    """'; GEMM 705 TFLOP/s (71.3% of peak), attention …' for the kernel-class chart's subtitle."""
+    rows = [r for r in (roofline or {}).get("families", ()) if r["dtype"] is None and r["tflops"] is not None]
+    return "".join(f"; {_FAMILY_WORDS[r['family']]} {format_metric('gemm_tflops', r['tflops'])}"
+                   + (f" ({format_metric('_pct', r['peak_pct'])} of peak)" if r["peak_pct"] is not None else "")
+                   for r in rows)
+
+
+def _roofline(page: Page, r: dict) -> str:
+    """The roofline (log-log: FLOP per byte on x, achieved TFLOP/s on y) with the device's roof per dtype seen,
+    min(peak, bandwidth × intensity), the families per dtype and the top op shapes as points; beside it the top op
+    shapes as a table."""
+    families = [f for f in r["families"] if f["dtype"] is not None and f["tflops"] and f["flop_per_byte"]]
+    ops = [o for o in r["top_ops"] if o["tflops"] and o["flop_per_byte"]]
+    peaks = r["peak_tflops"] or {}
+    bandwidth = r["bandwidth_gbs"]
+    roofs = [(d, peaks[d]) for d in dict.fromkeys(f["dtype"] for f in families) if d in peaks]
+    xs = [p["flop_per_byte"] for p in families + ops] + [top * 1000 / bandwidth for _, top in roofs if bandwidth]
+    lo, hi = (10 ** math.floor(math.log10(min(xs) / 3)), 10 ** math.ceil(math.log10(max(xs) * 3))) if xs else (1, 1)
+    series = []
+    for (dtype, top), color in zip(roofs, _ROOF_COLORS, strict=False):
+        ridge = top * 1000 / bandwidth if bandwidth else None
+        line = ([[lo, bandwidth * lo / 1000], [ridge, top], [hi, top]] if ridge and lo < ridge < hi else
+                [[lo, min(top, bandwidth * lo / 1000) if bandwidth else top], [hi, top]])
+        series.append({"type": "line", "name": f"{dtype} roof ({top:g} TFLOP/s)", "symbol": "none", "data": line,
+                       "lineStyle": {"type": "dashed", "width": 1.5}, "itemStyle": {"color": color},
+                       "tooltip": {"show": False}})
+    series.append({"type": "scatter", "name": "families", "symbolSize": 16, "itemStyle": {"color": "#4c6ef5"},
+                   "data": [{"name": f"{_FAMILY_WORDS[f['family']]} {f['dtype']}",
+                             "value": [f["flop_per_byte"], f["tflops"]]} for f in families]})
+    series.append({"type": "scatter", "name": "top ops", "symbolSize": 8, "itemStyle": {"color": "#e8590c"},
+                   "data": [{"name": f"{o['name']} {o['shape']} {o['dtype']}",
+                             "value": [o["flop_per_byte"], o["tflops"]]} for o in ops]})
+    ys = [v["value"][1] for s in series[len(roofs):] for v in s["data"]] + [top for _, top in roofs]
+    sub = (f"{r['device']}: " + ", ".join(f"{d} dense peak {top:g} TFLOP/s" for d, top in roofs)
+           + (f", memory {bandwidth / 1000:g} TB/s" if bandwidth else ", memory bandwidth not in the table")
+           if roofs else (r["note"] or "no peak for these dtypes"))
+    chart = page.chart({
+        "title": chart_title("Roofline: achieved TFLOP/s by arithmetic intensity", sub),
+        "tooltip": {"trigger": "item"}, "legend": {"top": 44, "type": "scroll"},
+        "grid": {"left": 60, "right": 30, "top": 80, "bottom": 50},
+        "xAxis": {"type": "log", "name": "FLOP per byte", "nameLocation": "middle", "nameGap": 28,
+                  "min": lo, "max": hi},
+        "yAxis": {"type": "log", "name": "TFLOP/s", "min": 10 ** math.floor(math.log10(min(ys) / 2)),
+                  "max": 10 ** math.ceil(math.log10(max(ys) * 1.5))},
+        "series": series,
+    }, height=360, label="Achieved TFLOP/s against arithmetic intensity, under the device's roof") \
+        if families else no_chart("No GEMM, convolution or attention kernels with known FLOPs in the steps.")
+    rows = "".join(
+        f"<tr><td class='num'>{h(format_metric('_ms', o['kernel_ms_per_step']))}</td>"
+        f"<td class='num'>{h(format_metric('gemm_tflops', o['tflops']))}</td>"
+        f"<td class='num'>{h(format_metric('_pct', o['peak_pct']))}</td>"
+        f"<td class='num'>{h(o['flop_per_byte'])}</td>"
+        f"<td class='name' title='{h(o['name'])} {h(o['shape'])}'><span class='tag'>{h(o['dtype'])}</span> "
+        f"{h(o['name'])} {h(o['shape'])}{' (recomputed)' if o['recomputed'] else ''}</td></tr>"
+        for o in r["top_ops"])
+    memory = r["memory_bound"]["why"]
+    table = ("<div class='panel'><h3>Top ops by kernel time (per step)</h3><table class='kernels'><thead><tr>"
+             "<th>per step</th><th>achieved</th><th>of peak</th><th>FLOP/byte</th><th>dtype · op · shapes</th>"
+             f"</tr></thead><tbody>{rows}</tbody></table><p class='note'>memory-bound kernels: no GB/s ({h(memory)})"
+             "</p></div>")
     return chart + table
 
 
