@@ -58,10 +58,10 @@ class _Tally:
         self.calls = 0
         self.peak_s: float | None = 0.0
 
-    def add(self, flops: float, nbytes: float | None, us: float, peak_tflops: float | None) -> None:
+    def add(self, flops: float, nbytes: float | None, us: float, peak_tflops: float | None, calls: int) -> None:
         self.flops += flops
         self.us += us
-        self.calls += 1
+        self.calls += calls
         if nbytes:
             self.flops_with_bytes += flops
             self.bytes += nbytes
@@ -101,31 +101,43 @@ def _roofline(analysis: TraceAnalysis) -> dict | None:
     model = analysis.model
     if not model.shaped_ops:
         return None
-    ops = [op for op in counted_ops(model.shaped_ops, [(s.start, s.end) for s in model.steps])
-           if op_flops(op) is not None]
+    ops = counted_ops(model.shaped_ops, [(s.start, s.end) for s in model.steps])
     us, tensor_core = _kernel_time(analysis, ops)
     if not any(us):
         return None
-    device = analysis.metrics.get("device_name")
-    row = device_peak(device if isinstance(device, str) else None)
     recomputed = analysis.memo("recomputed-forward", lambda a: recomputed_spans(a.model))
-    families: dict[tuple[str, str | None], _Tally] = {}
-    shapes: dict[tuple, _Tally] = {}
+    # a step repeats its ops: each distinct op (arguments, Tensor Cores, recomputed) is judged once
+    same: dict[tuple, list] = {}
     untimed = 0
     for op, t, tc in zip(ops, us, tensor_core, strict=True):
         if not t:
             untimed += 1
             continue
-        kind, flops, _ = op_flops(op)
+        key = (op.name, op.dims, op.types, op.concrete, tc, is_recomputed(op, recomputed))
+        entry = same.get(key)
+        if entry is None:
+            same[key] = [op, t, 1]
+        else:
+            entry[1] += t
+            entry[2] += 1
+    device = analysis.metrics.get("device_name")
+    row = device_peak(device if isinstance(device, str) else None)
+    families: dict[tuple[str, str | None], _Tally] = {}
+    shapes: dict[tuple, _Tally] = {}
+    for (_, _, _, _, tc, again), (op, t, n) in same.items():
+        found = op_flops(op)
+        if found is None:
+            untimed += n
+            continue
+        kind, flops, _ = found
         dtype = dtype_of(op) or "unknown"
         if dtype == "fp32" and tc:
             dtype = "tf32"  # fp32 tensors on the Tensor Cores (allow_tf32, set_float32_matmul_precision)
         top = row.tflops.get(dtype) if row else None
         nbytes = op_bytes(op)
-        for key in ((kind, None), (kind, dtype)):
-            families.setdefault(key, _Tally()).add(flops, nbytes, t, top)
-        shape = (op.name, tuple(d for d in op.dims if d), dtype, kind, is_recomputed(op, recomputed))
-        shapes.setdefault(shape, _Tally()).add(flops, nbytes, t, top)
+        for tally in (_tally(families, (kind, None)), _tally(families, (kind, dtype)),
+                      _tally(shapes, (op.name, tuple(d for d in op.dims if d), dtype, kind, again))):
+            tally.add(flops * n, nbytes and nbytes * n, t, top, n)
     steps = len(model.steps) or 1
     order = {family: i for i, family in enumerate(FAMILIES)}
     ranked = sorted(shapes.items(), key=lambda kv: -kv[1].us)[:TOP_OPS]
@@ -145,6 +157,13 @@ def _roofline(analysis: TraceAnalysis) -> dict | None:
     }
 
 
+def _tally(tallies: dict, key: tuple) -> _Tally:
+    found = tallies.get(key)
+    if found is None:
+        found = tallies[key] = _Tally()
+    return found
+
+
 def _kernel_time(analysis: TraceAnalysis, ops: list) -> tuple[list[float], list[bool]]:
     """Per op: the summed time of the kernels launched in the steps from inside it (its thread, its span), and
     whether one of them runs on the Tensor Cores. The counted ops do not nest, so a launch belongs to the op of its
@@ -156,18 +175,24 @@ def _kernel_time(analysis: TraceAnalysis, ops: list) -> tuple[list[float], list[
         index.append(i)
     us = [0.0] * len(ops)
     tensor_core = [False] * len(ops)
-    for g in analysis.gpu_events:
-        launch = g.launch
-        if g.kind != KERNEL or g.step is None or launch is None:
+    on_tc: dict[str, bool] = {}  # by kernel name, without a method call per kernel
+    ends = [op.end for op in ops]
+    # unpacked as tuples: attribute access on a million NamedTuples is the cost here
+    for kind, name, _, _, start, end, _, _, launch, step in analysis.gpu_events:
+        if launch is None or step is None or kind != KERNEL:
             continue
-        entry = by_tid.get(launch.tid)
+        _, tid, at, _, _ = launch
+        entry = by_tid.get(tid)
         if entry is None:
             continue
-        k = bisect_right(entry[0], launch.start) - 1
+        k = bisect_right(entry[0], at) - 1
         if k < 0:
             continue
         i = entry[1][k]
-        if launch.start <= ops[i].end:
-            us[i] += g.end - g.start
-            tensor_core[i] = tensor_core[i] or analysis.kernel_class(g.name).tensor_core
+        if at <= ends[i]:
+            us[i] += end - start
+            tc = on_tc.get(name)
+            if tc is None:
+                tc = on_tc[name] = analysis.kernel_class(name).tensor_core
+            tensor_core[i] = tensor_core[i] or tc
     return us, tensor_core
