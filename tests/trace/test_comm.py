@@ -261,6 +261,9 @@ def test_peer_copies_are_communication():
     ("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", None),
     ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*)", "all_reduce"),
     ("void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*, float*)", "combine"),
+    # DeepEP's exchange of token counts with the other ranks before a dispatch (it waits for them, as NCCL does)
+    ("void dpsk::ep::internode::cached_notify<false>(int, int, int, int, int*, int, int, int const*, int const*, "
+     "int*, void*, void**, int**, int, int, int, int*, bool, int)", None),
 ])
 def test_communication_kernels(name, collective):
     assert classify_kernel(name).op == COMMUNICATION

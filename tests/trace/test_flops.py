@@ -53,7 +53,8 @@ def test_gpt_model_flops_are_the_analytic_count(fixture_traces, name):
 def test_mfu_is_analytic_flops_over_the_step_measured_without_the_profiler(fixture_traces, name):
     """MFU from the trace recorded through tracelint.profile (its unprofiled step) within ±8 % (relative) of the
     analytic FLOPs over the fixture's ground truth (4 blocks of steps, no profiler, manifest.json), at the H200's
-    dense bf16 peak; the plain trace, without that record, says it divides by the profiled step."""
+    dense bf16 peak; the plain trace, without that record, divides by the GPU's busy time per profiled step (the
+    profiler slows the host, not the kernels), says so, and is within +8 % too (an upper bound: +3.7, +4.6 %)."""
     manifest = json.loads((fixture_traces / "manifest.json").read_text())["traces"]
     truth_ms = manifest[name]["ground_truth"]["median_ms"]
     dense, attention = _gpt_analytic(_constants(ROOT / "fixtures" / "scenarios" / f"{name}.py"))
@@ -63,7 +64,9 @@ def test_mfu_is_analytic_flops_over_the_step_measured_without_the_profiler(fixtu
     assert m["mfu_basis"].startswith("unprofiled step") and "bf16 dense peak 989.4" in m["mfu_basis"]
     assert "causal attention counted as half" in m["mfu_basis"]
     plain = _metrics(fixture_traces / f"{name}.pt.trace.json.gz")
-    assert plain["mfu_basis"].startswith("profiled step")
+    assert plain["mfu_basis"].startswith("GPU busy") and "no unprofiled record" in plain["mfu_basis"]
+    assert plain["mfu_step_ms"] == pytest.approx(plain["gpu_busy_us"] / plain["steps"] / 1000.0, abs=0.001)
+    assert analytic <= plain["mfu_pct"] <= analytic * 1.08
 
 
 def _resnet50_conv_macs(image: int = 224) -> list[tuple[int, bool]]:
@@ -206,15 +209,16 @@ def test_tl505_threshold_is_the_doc_s(fixture_traces):
     assert _tl505(path) and not [f for f in analyze_trace(path, config=strict).findings if f.code == "TL505"]
 
 
-# Public traces whose "other" family is over 5 % because their kernels' names say nothing of what they do in the
-# families' terms: DeepSeek's expert-parallel notify kernel (DeepEP, NVSHMEM), TensorRT-LLM's MoE routing.
-_OTHER_NAMED = {"deepseek-profile_data-train.json.gz": "dpsk::ep::internode",
-                "tracelens-b200-eager_trace.json.gz": "moe::dev::"}
+# Where the named families took the public traces' largest "other" kernels: DeepSeek's expert-parallel notify kernel
+# (DeepEP over NVSHMEM: communication) and TensorRT-LLM's MoE routing (its own family).
+_NAMED_AT_LAST = {"deepseek-profile_data-train.json.gz": ("communication", "dpsk::ep::internode::cached_notify"),
+                  "tracelens-b200-eager_trace.json.gz": ("moe-routing", "moe::dev::routing")}
 
 
 def test_every_kernel_of_the_public_traces_has_a_family(public_traces):
     """Issue #37 item 1: the kernel families (tracelint.trace.kernels.kernel_group) cover every GPU event of the public
-    traces, and "other" holds less than 5 % of the GPU time of each, but where the names do not allow it."""
+    traces, and "other" holds less than 5 % of the GPU time of each (it held 10.5 % of DeepSeek's and 6.0 % of the
+    B200 MoE trace's before DeepEP's notify kernel and MoE routing were named)."""
     from tracelint.trace.kernels import KERNEL_GROUPS, kernel_group
 
     for path in sorted(public_traces.glob("*.json.gz")):
@@ -227,14 +231,14 @@ def test_every_kernel_of_the_public_traces_has_a_family(public_traces):
                 time[family] = time.get(family, 0.0) + (g.end - g.start)
                 if family == "other":
                     other[g.name] = other.get(g.name, 0.0) + (g.end - g.start)
+                named = _NAMED_AT_LAST.get(path.name)
+                if named is not None and named[1] in g.name:
+                    assert family == named[0], (path.name, g.name, family)
             total = sum(time.values())
             if not total:
                 continue
             share = 100.0 * time.get("other", 0.0) / total
-            if path.name in _OTHER_NAMED:
-                assert _OTHER_NAMED[path.name] in max(other, key=other.__getitem__), path.name
-            else:
-                assert share < 5, (path.name, share, sorted(other, key=other.__getitem__)[-3:])
+            assert share < 5, (path.name, share, sorted(other, key=other.__getitem__)[-3:])
 
 
 def test_kernel_families_by_name():

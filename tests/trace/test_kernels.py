@@ -506,12 +506,10 @@ MEMORY_BOUND = [
 ]
 
 NOT_MEMORY_BOUND = [  # what the name does not tell, and GEMM plumbing, stay elementwise/other
-    # deepseek-profile_data-train: top-k selection; DeepEP's notify barrier
+    # deepseek-profile_data-train: top-k selection (a MoE router's: kernel_group's moe-routing family)
     (9, "void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>(at::cuda::detail::TensorInfo<float, "
         "unsigned int>, unsigned int, unsigned int, bool, unsigned int, unsigned int, at::cuda::detail::TensorInfo<"
         "float, unsigned int>, unsigned int, at::cuda::detail::TensorInfo<long, unsigned int>, unsigned int, float*)"),
-    (9, "void dpsk::ep::internode::cached_notify<false>(int, int, int, int, int*, int, int, int const*, int const*, "
-        "int*, void*, void**, int**, int, int, int, int*, bool, int)"),
     # hta-trace_diff-control: radix sort; tbplugin-resnet50: cuDNN's split-K offset setup
     (8, "void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, "
         "int, int, int>(int*, int*, int*, int const*, long*, long const*, int*, int const*, int, int, int)"),

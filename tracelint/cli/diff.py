@@ -41,13 +41,17 @@ def _gates(config, items: tuple[str, ...]) -> tuple[tuple[str, float], ...]:
                    "(default: on, or [tool.tracelint.diff]).")
 @click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default=None,
               help="Lowest severity of a new finding that fails the gate (default: warning, or the config's).")
+@click.option("--gate-measure", type=click.Choice(["time", "mfu"]), default=None,
+              help="What the timing gate compares: time (step time, or GPU time per step when both sides are "
+                   "GPU-bound) or mfu (MFU, where both sides have one: a bigger batch at a slower step passes when "
+                   "MFU held; docs/ci.md). Default: time, or [tool.tracelint.diff] gate-measure.")
 @click.option("--threshold", "thresholds", multiple=True, metavar="KEY=VALUE",
               help="A TL010 gate key, e.g. max-syncs-per-step=0: fail when NEW crosses it and BASE did not "
                    "(adds to [tool.tracelint.diff]).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="A pyproject.toml to read [tool.tracelint] from instead of the nearest one.")
 def diff_cmd(paths, bases, news, fmt, output, max_regression_pct, noise_floor_pct, fail_on_new_findings, fail_on,
-             thresholds, config_path) -> None:
+             gate_measure, thresholds, config_path) -> None:
     """Compare two torch.profiler traces (or two folders of rank traces, paired by rank; or several runs a side):
     a new finding fails the gate first; then step time (or GPU time per step, when both sides are GPU-bound)
     before → after against its noise, the verdicts, the metrics that moved, the kernels whose time per step changed
@@ -75,7 +79,7 @@ def diff_cmd(paths, bases, news, fmt, output, max_regression_pct, noise_floor_pc
         config = config.override(fail_on=Severity.parse(fail_on))
     report = diff_traces(base, new, config=config, max_regression_pct=max_regression_pct,
                          thresholds=_gates(config, thresholds), noise_floor_pct=noise_floor_pct,
-                         fail_on_new_findings=fail_on_new_findings)
+                         fail_on_new_findings=fail_on_new_findings, gate_measure=gate_measure)
     emit(report.run_result(), fmt, output)
     for note in report.notes:  # how the traces were paired where a choice was made (tracelint.diff.pairing)
         say(f"note: {note}")

@@ -37,18 +37,18 @@ step time swings with the host (a GPU-bound run: the step is the GPU's work).
 **MFU** (``mfu``): each side's ``mfu_pct`` (tracelint.engine.metrics: model FLOPs per step F over the step time T
 and the dense peak P; pooled over a side's runs), ``change_pts`` = new − base and ``change_pct`` = (new − base) /
 base × 100. It is *comparable* when both sides have one (else ``why`` says why from ``mfu_basis``), over the same
-kind of step time (both unprofiled, from tracelint.profile, or both profiled), against the same peak (F / T / MFU
-within 10 %: an fp32 → bf16 change divides by another peak, and MFU falls 62 → 14 % on a step 3.4× faster), and
-for the same work (F within 3 %: else a different model or batch). Its noise comes from the step time's: with F
-and P fixed, MFU ∝ 1/T, so MFU_new / MFU_base = T_base / T_new = 1 / (1 + s) for a step s slower, and MFU drops by
-d = s / (1 + s). A step as slow as its noise n (in percent) drops MFU by 100·n / (100 + n) (``noise_pct``: ±16.8 %
-of step time is 14.4 % of MFU), and one as slow as ``max-regression-pct`` L by 100·L / (100 + L)
-(``drop_limit_pct``: 4.76 % at 5 %). MFU has *dropped* when it is lower by more than both, tested as the step
-slowdown it equals, MFU_base / MFU_new − 1 > L and > n: for the same work against the same peak over the profiled
-step, the MFU test and the step-time test are one test (up to the mean of per-step maxima that step time is,
-against the larger of the mean spans that MFU divides by). Where MFU divides by the unprofiled step, n is still the
-profiled step's noise, wider than the unprofiled step's spread between runs (docs/ci.md: 9.5 % against 16.8 %):
-there the MFU test errs toward passing.
+kind of step time T (``mfu_step_ms``: both the unprofiled step, from tracelint.profile or tracelint run, or both the
+GPU's busy time per profiled step), against the same peak (``mfu_peak_tflops`` within 10 %: an fp32 → bf16 change
+divides by another peak, and MFU falls 62 → 14 % on a step 3.4× faster), and for the same work (F within 3 %: else a
+different model or batch). Its noise comes from T's measure: with F and P fixed, MFU ∝ 1/T, so MFU_new / MFU_base =
+T_base / T_new = 1 / (1 + s) for a T s slower, and MFU drops by d = s / (1 + s). A T as slow as its noise n (in
+percent) drops MFU by 100·n / (100 + n) (``noise_pct``), and one as slow as ``max-regression-pct`` L by 100·L /
+(100 + L) (``drop_limit_pct``: 4.76 % at 5 %). MFU has *dropped* when it is lower by more than both, tested as the
+slowdown it equals, MFU_base / MFU_new − 1 > L and > n. n is the noise of GPU time per step (below) where MFU
+divides by the GPU's busy time (for the same work against the same peak the MFU test is then the GPU-time test, up
+to busy time being a union and GPU time a sum of kernel times), else the step time's: where MFU divides by the
+unprofiled step, n is the profiled step's noise, wider than the unprofiled step's spread between runs (docs/ci.md:
+9.5 % against 16.8 %): there the MFU test errs toward passing.
 
 **The gate** (``regression``), for each pair, fails when any of:
 - NEW has a finding at ``fail-on`` severity or above (warning by default) that BASE lacks
@@ -108,7 +108,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracelint.diff.findings import finding_changes, finding_key, finding_words
-from tracelint.diff.mfu import MfuChange, mfu_change
+from tracelint.diff.mfu import MfuChange, mfu_change, unprofiled_basis
 from tracelint.diff.noise import Change, beyond, change
 from tracelint.diff.pairing import pair_runs
 from tracelint.engine import Config, Finding, InputError, Severity, TraceLocation
@@ -469,8 +469,11 @@ def compare(base: Side | Sequence[Side], new: Side | Sequence[Side], *,
         gpu = change([r.gpu_us for r in base_runs], [r.gpu_us for r in new_runs], floor(GPU_TIME))
     measure = GPU_TIME if gpu is not None and _gpu_bound(pooled_base) and _gpu_bound(pooled_new) else STEP_TIME
     timed = gpu if measure == GPU_TIME else step
-    mfu = mfu_change(pooled_base.metrics, pooled_new.metrics, step, max_regression_pct,
-                     cpu_only=(pooled_base.cpu_only, pooled_new.cpu_only))
+    # MFU's noise is that of the time it divides by: the GPU's busy time per profiled step, unless a side has its
+    # unprofiled step (module docstring)
+    busy = gpu is not None and not any(map(unprofiled_basis, (pooled_base.metrics, pooled_new.metrics)))
+    mfu = mfu_change(pooled_base.metrics, pooled_new.metrics, gpu if busy else step, max_regression_pct,
+                     cpu_only=(pooled_base.cpu_only, pooled_new.cpu_only), noise_from="gpu_ms" if busy else "step_ms")
     note = None
     if gate_measure == MFU and mfu.gateable:
         measure = MFU

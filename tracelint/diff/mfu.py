@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from tracelint.diff.noise import Change
 from tracelint.engine import metrics as M
-from tracelint.trace.recording import step_ms
 
 # Model FLOPs per step within this many percent of BASE's are the same work: two traces of one model and batch count
 # the same ops' shapes (to the FLOP, eager against compiled on the fixtures), a batch or model change moves them by far
@@ -33,11 +32,12 @@ class MfuChange:
     base_flop: float | None  # model_flop_per_step
     new_flop: float | None
     flop_change_pct: float | None
-    noise_pct: float | None  # the MFU drop the step time's noise makes: 100·n / (100 + n)
-    drop_limit_pct: float  # the MFU drop a step max-regression-pct slower makes: 100·L / (100 + L)
+    noise_pct: float | None  # the MFU drop the noise n of the time MFU divides by makes: 100·n / (100 + n)
+    drop_limit_pct: float  # the MFU drop a time max-regression-pct slower makes: 100·L / (100 + L)
     dropped: bool  # lower by more than drop_limit_pct and noise_pct (it fails the gate when the gate's measure)
     gateable: bool  # both sides have an MFU over the same kind of step time, against the same peak
     why: str | None  # why not comparable (no MFU on a side, another step time or peak, other work); None: it is
+    noise_from: str = "step_ms"  # the diff's block whose noise n is: "gpu_ms" (GPU busy basis) or "step_ms"
 
     @property
     def comparable(self) -> bool:
@@ -48,14 +48,16 @@ class MfuChange:
                 "basis": {"base": self.base_basis, "new": self.new_basis},
                 "model_flop_per_step": {"base": self.base_flop, "new": self.new_flop,
                                         "change_pct": self.flop_change_pct},
-                "noise_pct": self.noise_pct, "drop_limit_pct": self.drop_limit_pct, "dropped": self.dropped,
+                "noise_pct": self.noise_pct, "noise_from": self.noise_from, "drop_limit_pct": self.drop_limit_pct,
+                "dropped": self.dropped,
                 "comparable": self.comparable, "gateable": self.gateable, "why": self.why}
 
 
 def mfu_change(base: dict, new: dict, step: Change, limit_pct: float, *,
-               cpu_only: tuple[bool, bool] = (False, False)) -> MfuChange:
-    """The MFU change of two sides' metrics, its noise from the step-time Change ``step`` and the gate's limit
-    ``limit_pct`` (max-regression-pct): both translated from a step slowdown into the MFU drop it makes."""
+               cpu_only: tuple[bool, bool] = (False, False), noise_from: str = "step_ms") -> MfuChange:
+    """The MFU change of two sides' metrics, its noise from ``step``, the Change of the time it divides by (the
+    diff's block ``noise_from``: GPU time per step or step time), and the gate's limit ``limit_pct``
+    (max-regression-pct): both translated from a slowdown of that time into the MFU drop it makes."""
     b, n = _value(M.MFU_PCT.of(base)), _value(M.MFU_PCT.of(new))
     fb, fn = _value(M.MODEL_FLOP_PER_STEP.of(base)), _value(M.MODEL_FLOP_PER_STEP.of(new))
     flop_pct = 100.0 * (fn - fb) / fb if fb and fn is not None else None
@@ -68,7 +70,7 @@ def mfu_change(base: dict, new: dict, step: Change, limit_pct: float, *,
     return MfuChange(b, n, _label(M.MFU_BASIS.of(base)), _label(M.MFU_BASIS.of(new)),
                      _round(n - b) if both else None, _round(100.0 * (n - b) / b) if both and b else None,
                      fb, fn, _round(flop_pct), _round(noise), round(_as_drop(limit_pct), 2),
-                     gateable and _dropped(b, n, limit_pct, step.noise_pct), gateable, why)
+                     gateable and _dropped(b, n, limit_pct, step.noise_pct), gateable, why, noise_from)
 
 
 def _as_drop(slower_pct: float) -> float:
@@ -91,12 +93,12 @@ def _not_gateable(base: dict, new: dict, b: float | None, n: float | None, cpu_o
     for side, metrics, value, cpu in (("BASE", base, b, cpu_only[0]), ("NEW", new, n, cpu_only[1])):
         if value is None:
             return f"no MFU in {side}: {_no_mfu(metrics, cpu)}"
-    unprofiled = [bool(M.UNPROFILED_STEP_MS.of(m)) for m in (base, new)]
+    unprofiled = [unprofiled_basis(m) for m in (base, new)]
     if unprofiled[0] != unprofiled[1]:
         which = ("BASE", "NEW") if unprofiled[0] else ("NEW", "BASE")
-        return (f"{which[0]}'s MFU divides by the unprofiled step (tracelint.profile), {which[1]}'s by the profiled "
-                "one")
-    peaks = _peak(base, b), _peak(new, n)
+        return (f"{which[0]}'s MFU divides by the unprofiled step (tracelint.profile), {which[1]}'s by the GPU's busy "
+                "time per profiled step")
+    peaks = _peak(base), _peak(new)
     if None not in peaks and abs(peaks[1] - peaks[0]) > SAME_PEAK_PCT / 100 * peaks[0]:
         return f"against different peaks, {peaks[0]:.0f} → {peaks[1]:.0f} TFLOP/s (a different dtype or device)"
     return None
@@ -114,14 +116,14 @@ def _no_mfu(metrics: dict, cpu_only: bool) -> str:
     return "no GEMM, convolution or attention op with shapes in the profiled steps"
 
 
-def _peak(metrics: dict, mfu: float) -> float | None:
-    """The dense peak, in TFLOP/s, an MFU divided by: model FLOPs per step / its step time / MFU (flops.flop_metrics'
-    step: unprofiled_step_ms, else the profiled step). None for an MFU of 0 (rounded) or a figure missing."""
-    flop = _value(M.MODEL_FLOP_PER_STEP.of(metrics))
-    step = _value(M.UNPROFILED_STEP_MS.of(metrics)) or step_ms(metrics)
-    if not (flop and step and mfu):
-        return None
-    return flop / (step / 1e3) / (mfu / 100) / 1e12
+def _peak(metrics: dict) -> float | None:
+    """The dense peak, in TFLOP/s, an MFU divided by (mfu_peak_tflops); None where it is missing."""
+    return _value(M.MFU_PEAK_TFLOPS.of(metrics))
+
+
+def unprofiled_basis(metrics: dict) -> bool:
+    """Whether a side's MFU divides by the unprofiled step (else by the GPU's busy time per profiled step)."""
+    return bool(M.UNPROFILED_STEP_MS.of(metrics))
 
 
 def _value(x) -> float | None:

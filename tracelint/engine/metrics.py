@@ -294,8 +294,17 @@ MFU_PCT = _declare(
     "mfu_pct", "pct", "higher",
     "model_flop_per_step over the step time and the device's dense peak for the dtype that carries most of the "
     "FLOPs (tracelint.trace.flops.PEAKS: datasheet figures; fp32 GEMMs on Tensor Cores count at the TF32 peak), in "
-    "percent. The step time is unprofiled_step_ms when the trace has it, else step_ms (said in mfu_basis). None "
-    "for a device the table does not hold, without shapes, or when flop_unattributed_pct is 5 or more.")
+    "percent. The step time is mfu_step_ms (said in mfu_basis). None for a device the table does not hold, without "
+    "shapes, or when flop_unattributed_pct is 5 or more.")
+MFU_STEP_MS = _declare(
+    "mfu_step_ms", "ms", None,
+    "The step time mfu_pct and hfu_pct divide by: unprofiled_step_ms when the trace has it (tracelint.profile, "
+    "tracelint run), else gpu_busy_us per profiled step (the profiler slows the host, not the kernels: an upper "
+    "bound of MFU where the GPU waits for the host).")
+MFU_PEAK_TFLOPS = _declare(
+    "mfu_peak_tflops", "tflops", None,
+    "The dense peak mfu_pct and hfu_pct divide by: the device's Tensor Core peak for the dtype that carries most of "
+    "the FLOPs (tracelint.trace.flops.PEAKS).")
 HFU_PCT = _declare(
     "hfu_pct", "pct", "higher",
     "As mfu_pct, with the forward that activation checkpointing runs again counted too: the forward ops "

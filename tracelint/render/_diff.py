@@ -131,7 +131,9 @@ def diff_mfu_cells(diff: dict) -> tuple[str, str, str, str] | None:
     elif m["noise_pct"] is None:
         words = "noise unknown"
     else:
-        words = f"noise ±{m['noise_pct']:.1f}% (the step time's ±{diff['step_ms']['noise_pct']:.1f}%, as an MFU drop)"
+        source = m.get("noise_from", "step_ms")
+        what = "GPU time per step's" if source == "gpu_ms" else "step time's"
+        words = f"noise ±{m['noise_pct']:.1f}% (the {what} ±{diff[source]['noise_pct']:.1f}%, as an MFU drop)"
     return format_metric("mfu_pct", m["base"]), format_metric("mfu_pct", m["new"]), moved, words
 
 
@@ -143,7 +145,8 @@ def _mfu_gate_words(m: dict, limit: float) -> str:
         return "MFU cannot be compared"
     if change >= 0:
         return f"MFU {change:.1f}% higher" if change else "same MFU"
-    limit_words = f"the {drop_limit:g}% limit (a {limit:g}% slower step)"
+    slower = "GPU time per step" if m.get("noise_from") == "gpu_ms" else "step"
+    limit_words = f"the {drop_limit:g}% limit (a {limit:g}% slower {slower})"
     if m["dropped"]:
         band = "(noise unknown)" if noise is None else f"and the ±{noise:.1f}% noise"
         return f"MFU {-change:.1f}% lower, over {limit_words} {band}"

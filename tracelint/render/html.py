@@ -35,7 +35,15 @@ from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
 from tracelint.engine.result import RunResult, TraceSummary
 from tracelint.engine.sourcelines import source_line
 from tracelint.render._common import is_rank_summary, verdict_line
-from tracelint.render._diff import diff_delta, diff_gate_line, diff_measures, diff_noise_words, diff_pct, diff_side
+from tracelint.render._diff import (
+    diff_delta,
+    diff_gate_line,
+    diff_measures,
+    diff_mfu_cells,
+    diff_noise_words,
+    diff_pct,
+    diff_side,
+)
 from tracelint.render._page import (
     COLORS,
     MAX_CHART_BUCKETS,
@@ -583,6 +591,11 @@ def _diff_section(page: Page, d: dict) -> str:
            f"<section class='card'><h2>{h(diff_side(d, 'base'))} → {h(diff_side(d, 'new'))}{h(rank)}</h2>",
            f"<p class='evidence'>verdict {h(verdict['base'])} → {h(verdict['new'])}; "
            f"{'; '.join(h(f'{label} {diff_noise_words(d, block)}') for label, block in diff_measures(d))}</p>"]
+    mfu = diff_mfu_cells(d)
+    if mfu:
+        gated = " [gate]" if d["gate"]["measure"] == "mfu" else ""
+        out.append(f"<p class='evidence'>MFU {h('  '.join(filter(None, (f'{mfu[0]} → {mfu[1]}', *mfu[2:]))))}"
+                   f"{h(gated)}</p>")
     steps = page.chart({
         "title": chart_title("Step time", f"{_signed(step['change_pct'])}; {diff_noise_words(d)}"),
         "tooltip": {"trigger": "axis"}, "grid": {"left": 60, "right": 20, "top": 70, "bottom": 30},

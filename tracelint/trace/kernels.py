@@ -179,11 +179,12 @@ _ARCH_NAMES = {"maxwell": 5, "pascal": 6, "volta": 7, "turing": 7, "ampere": 8, 
 
 # Communication kernels outside NCCL/RCCL: PyTorch's symmetric-memory collectives (``multimem_all_reduce_kernel``,
 # ``one_shot_all_reduce_kernel``), DeepEP's expert-parallel dispatch/combine (``dpsk::ep::internode::combine<...>``,
-# ``deep_ep::intranode::dispatch``; its ``get_dispatch_layout`` is local compute) and custom all-reduce kernels
-# (vLLM's ``cross_device_reduce_1stage``).
+# ``deep_ep::intranode::dispatch``, and ``internode::cached_notify``, which exchanges the token counts with the other
+# ranks before a dispatch; its ``get_dispatch_layout`` is local compute) and custom all-reduce kernels (vLLM's
+# ``cross_device_reduce_1stage``).
 _COMM_KERNEL = re.compile(
     r"(?:multimem|one_shot|two_shot)_all_(?:reduce|gather)|symmetric_memory|cross_device_reduce"
-    r"|(?:deep_ep|::ep)::(?:intranode|internode|internode_ll)::(?:notify_)?(?:dispatch|combine)")
+    r"|(?:deep_ep|::ep)::(?:intranode|internode|internode_ll)::(?:(?:notify_)?(?:dispatch|combine)|cached_notify)")
 # The collective an NCCL/RCCL kernel runs, from its name: ncclKernel_AllReduce_RING_LL_Sum_float(...) (NCCL < 2.19),
 # ncclDevKernel_AllGather_RING_LL(...) (2.19+); ``Generic`` (RCCL, newer NCCL) names none.
 _NCCL_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
@@ -669,8 +670,14 @@ KERNEL_GROUPS = {
     "convolution": "convolution kernels", "attention": "attention kernels", "optimizer": "optimizer kernels",
     "compiled": "compiled (Triton) kernels", "communication": "communication kernels", "copy": "copies",
     "memset": "memsets", "elementwise": "elementwise kernels", "reduction": "reduction kernels",
-    "normalization": "normalization kernels", "softmax": "softmax kernels", "other": "other kernels",
+    "normalization": "normalization kernels", "softmax": "softmax kernels",
+    "moe-routing": "MoE routing kernels", "other": "other kernels",
 }
+# A mixture of experts' routing (top-k of the router's scores, the tokens' histogram and offsets per expert, the
+# dispatch layout, the weighted sum back: TensorRT-LLM's ``moe::dev::routing``/``finalize``, DeepEP's and SGLang's
+# ``get_dispatch_layout``/``get_fused_mapping``/``clean_and_count_expert``, PyTorch's top-k kernels).
+_MOE_ROUTING = re.compile(r"moe::dev::(?:routing|finalize)|get_dispatch_layout|get_fused_mapping|count_expert"
+                          r"|topk_sum_and_topk_idx|sbtopk::|mbtopk::|moe_align_block_size", re.I)
 # Optimizer kernels by name: PyTorch's foreach and fused optimizers (multi_tensor_apply, fused Adam/AdamW/SGD), apex's.
 _OPTIMIZER = re.compile(r"multi_tensor_apply|fused_adam|fusedadam|adam_kernel|adamw|fused_sgd|_fused_\w*sgd|lamb_|"
                         r"multi_tensor_(?:adam|sgd|lamb|l2norm|scale)", re.I)
@@ -680,7 +687,7 @@ def kernel_group(kind: str, name: str, analysis) -> str:
     """The family of KERNEL_GROUPS a GPU event's time is summed under: matmul kernels on or off Tensor Cores,
     convolutions, attention, the optimizer's kernels (by name: foreach and fused optimizers), compiled (Triton) kernels
     other than those, communication (NCCL and peer-to-peer copies), copies (memcpy, copy kernels), memsets, the
-    memory-bound ops, other."""
+    memory-bound ops, a mixture of experts' routing (by name), other."""
     if kind != KERNEL:
         if kind == MEMSET:
             return "memset"
@@ -698,7 +705,9 @@ def kernel_group(kind: str, name: str, analysis) -> str:
         return "compiled"
     if kc.family == "copy":
         return "copy"
-    return kc.op if kc.op in MEMORY_BOUND_OPS else "other"
+    if kc.op in MEMORY_BOUND_OPS:
+        return kc.op
+    return "moe-routing" if _MOE_ROUTING.search(name) else "other"
 
 
 # --- memory layout (TL405): what a kernel's name says of the memory format of the tensors it works on ---------

@@ -79,6 +79,26 @@ def _f(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
 
+def _busy_work(metrics: dict) -> str:
+    """Where a busy GPU's time goes, as far as the trace says (issue #37): MFU, the GEMMs' share of their dtype's
+    peak, and the memory-bound kernels' share of the kernel time when it is large (what torch.compile fuses)."""
+    parts = []
+    mfu = M.MFU_PCT.of(metrics)
+    if mfu is not None:
+        parts.append(f"MFU {_f(mfu)}%")
+    peaks = [f"{what} at {_f(pct)}%" for what, pct in (("GEMMs", M.GEMM_PEAK_PCT.of(metrics)),
+                                                      ("convolutions", M.CONV_PEAK_PCT.of(metrics))) if pct is not None]
+    if peaks:
+        parts.append(f"{', '.join(peaks)} of their dtype's peak")
+    memory_bound = M.MEMORY_BOUND_KERNEL_PCT.of(metrics)
+    if memory_bound is not None and memory_bound >= MEMORY_BOUND_SAID_PCT:
+        parts.append(f"memory-bound kernels {_f(memory_bound)}% of kernel time")
+    return f"; {', '.join(parts)}" if parts else ""
+
+
+MEMORY_BOUND_SAID_PCT = 25.0  # below this share the memory-bound kernels are not where a busy GPU's time goes
+
+
 def _ms(us: float) -> str:
     return f"{_f(us / 1000)} ms"
 
@@ -105,8 +125,8 @@ def _unprofiled(verdict: Verdict, metrics: dict, config: Config, recording: Reco
     what = ", ".join(recording.heavy) if recording is not None and recording.heavy else "its host overhead"
     if 100.0 * gpu_ms / unprofiled >= config.threshold("gpu-bound-busy-pct"):
         return Verdict(GPU_BOUND, f"gpu-bound: when not profiled, GPU work {_f(gpu_ms)} of {_f(unprofiled)} ms per "
-                                  f"step; the profiled trace reads {verdict.kind} because the profiler's host "
-                                  f"overhead ({what}) inflated the step {inflation:.1f}×")
+                                  f"step{_busy_work(metrics)}; the profiled trace reads {verdict.kind} because the "
+                                  f"profiler's host overhead ({what}) inflated the step {inflation:.1f}×")
     return Verdict(verdict.kind, f"{verdict.evidence}; {verdict.kind} when not profiled too (GPU work {_f(gpu_ms)} "
                                  f"of {_f(unprofiled)} ms per step; the profiler ({what}) inflated the step "
                                  f"{inflation:.1f}×)")
@@ -191,7 +211,7 @@ def _decide(metrics: dict, config: Config, *, cpu_only: bool, truncated: bool, w
             extra += f"; communication with no compute beside it fills {_f(exposed - p2p_pct)}% of the window"
         if p2p_pct >= 5.0:
             extra += f"; sends and recvs with no compute beside them fill {_f(p2p_pct)}% of the window"
-        return Verdict(GPU_BOUND, f"gpu-bound: GPU busy {_f(busy)}% {where}{extra}")
+        return Verdict(GPU_BOUND, f"gpu-bound: GPU busy {_f(busy)}% {where}{_busy_work(metrics)}{extra}")
     idle = 100.0 - busy
     data = M.IDLE_PCT["data_wait"].of(metrics) or 0.0
     if data >= data_limit:
