@@ -168,6 +168,9 @@ class _Slow(Exception):
     """An event the fast path leaves to the tolerant reader."""
 
 
+_SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs")
+
+
 def _shapes(args: dict) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...], tuple[str, ...]] | None:
     """(dims, types, concrete values) of an op's ``Input Dims`` / ``Input type`` / ``Concrete Inputs`` args (the
     first 16 arguments); None when the trace has no usable shapes."""
@@ -247,6 +250,7 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     watched = SHAPED_OPS | {COMM_OP}
     annotations: set[str] = set()
     stacks: dict[str, str | None] = {}  # "Call stack" arg -> its innermost user frame
+    shaped_by_text: dict[tuple, object] = {}  # a shaped op's raw (dims, types, concrete) args -> _shapes of them
     frames_seen: dict[str, object] = {}  # a python_function name -> what _frame gives (None too), in the typed reader
     problems: dict[tuple[str, bool], list[int]] = {}
     seen = 0  # events of the chunks before the current one
@@ -431,17 +435,19 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                 if name in watched_:
                     if name == COMM_OP or stack is None:
                         return i
-                    shape_args = {}
-                    try:
-                        if args.input_dims is not None:
-                            shape_args["Input Dims"] = loads(memoryview(args.input_dims))
-                        if args.input_types is not None:
-                            shape_args["Input type"] = loads(memoryview(args.input_types))
-                        if args.concrete_inputs is not None:
-                            shape_args["Concrete Inputs"] = loads(memoryview(args.concrete_inputs))
-                    except ValueError:  # (orjson's error) a value the loader's repairs read
-                        return i
-                    found = _shapes(shape_args)
+                    # a step repeats its ops' shapes: each distinct text is decoded once per part
+                    raw = tuple(None if r is None else memoryview(r).tobytes()
+                                for r in (args.input_dims, args.input_types, args.concrete_inputs))
+                    found = shaped_by_text.get(raw, unset)
+                    if found is unset:
+                        shape_args = {}
+                        try:
+                            for key, text in zip(_SHAPE_ARGS, raw, strict=True):
+                                if text is not None:
+                                    shape_args[key] = loads(text)
+                        except ValueError:  # (orjson's error) a value the loader's repairs read
+                            return i
+                        found = shaped_by_text[raw] = _shapes(shape_args)
                 else:
                     found = None
                 if stack is unset:

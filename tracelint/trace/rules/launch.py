@@ -276,22 +276,24 @@ def _fusable(analysis: TraceAnalysis) -> tuple[dict[str, list], float]:
     by_name: dict[str, list] = {}
     conv_us = 0.0
     for g in analysis.gpu_events:
-        if g.kind != KERNEL or g.step is None:
+        # unpacked as a tuple: attribute access on a million NamedTuples is the cost of this loop
+        g_kind, name, _, _, start, end, _, _, launch, step = g
+        if g_kind != KERNEL or step is None:
             continue
-        kind = kinds.get(g.name, "")
+        kind = kinds.get(name, "")
         if kind == "":
-            kc = analysis.kernel_class(g.name)
-            kind = kinds[g.name] = "conv" if kc.op == CONV else \
-                "fusable" if kc.memory_bound and memory_layout(g.name) != LAYOUT_CONVERSION else None
-        if kind == "conv":
-            conv_us += g.end - g.start
-        if kind != "fusable":
+            kc = analysis.kernel_class(name)
+            kind = kinds[name] = "conv" if kc.op == CONV else \
+                "fusable" if kc.memory_bound and memory_layout(name) != LAYOUT_CONVERSION else None
+        if kind is None:
             continue
-        launch = g.launch
-        if launch is not None and launch.tid in spans:
-            starts, ends = spans[launch.tid]
-            i = bisect_right(starts, launch.start) - 1
-            if i >= 0 and launch.start <= ends[i]:
+        if kind == "conv":
+            conv_us += end - start
+            continue
+        if launch is not None and launch[1] in spans:
+            starts, ends = spans[launch[1]]
+            i = bisect_right(starts, launch[2]) - 1
+            if i >= 0 and launch[2] <= ends[i]:
                 continue  # launched inside Optimizer.step
-        by_name.setdefault(g.name, []).append(g)
+        by_name.setdefault(name, []).append(g)
     return by_name, conv_us
