@@ -7,7 +7,7 @@ from tracelint.render import render
 from .conftest import notebook_finding, source_finding, strict_json, trace_finding
 
 FINDING_KEYS = {"code", "name", "severity", "message", "origin", "path", "line", "column", "end_line", "end_column",
-                "cell", "fingerprint", "fix", "source", "trace", "details", "evidence"}
+                "cell", "fingerprint", "fix", "source", "trace", "details", "estimate", "evidence"}
 
 
 def _doc(result):

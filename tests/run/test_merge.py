@@ -215,3 +215,20 @@ def test_every_format_carries_the_merged_evidence(project, fmt):
         result = json.loads(text)["runs"][0]["results"][0]
         assert result["properties"]["evidence"]["trace"]["code"] == "TL101"
         assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 11
+
+
+def test_a_merged_finding_carries_its_fix_estimate_and_the_largest_gain_comes_first(project):
+    """Issue #38: the trace finding's estimate goes to the finding it is merged into, and the run's list puts the
+    fix that buys the largest share of its step first, even where another finding's measured cost is higher."""
+    from dataclasses import replace
+
+    from tracelint.engine import Estimate
+
+    sync = replace(measured("TL101", 11, cost_pct_of_step=30.0), estimate=Estimate(1.0, 10.0, "sync basis"))
+    loader = replace(measured("TL201", 7, gpu_idle_pct=50.0, data_wait_pct_of_idle=40.0),
+                     estimate=Estimate(4.0, 10.0, "loader basis"))
+    out = merge([lint("TL101", 11), lint("TL201", 7)], [trace()])
+    assert all(f.estimate is None for f in out)
+    out = merge([lint("TL101", 11), lint("TL201", 7), sync, loader], [trace()])
+    assert [f.code for f in out][:2] == ["TL201", "TL101"]  # 40 % of the step before 10 %, its cost 20 % < 30 %
+    assert out[0].estimate.basis == "loader basis" and out[1].estimate.basis == "sync basis"

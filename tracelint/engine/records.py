@@ -32,6 +32,7 @@ def finding_dict(finding: Finding) -> dict:
         "source": {"path": trace_src.path, "line": trace_src.line} if trace_src else None,
         "trace": trace_fields(loc) if isinstance(loc, TraceLocation) else None,
         "details": dict(finding.details),
+        "estimate": finding.estimate.as_dict() if finding.estimate is not None else None,
         "evidence": evidence_dict(finding.evidence) if finding.evidence is not None else None,
     }
 

@@ -35,6 +35,11 @@ decimal string, and a file name's bytes that are not UTF-8 as U+FFFD; DEL, C1 an
         "trace": {"rank": int | null, "step": int | null, "start_us": float | null, "end_us": float | null,
                   "event": str | null} | null,         # trace findings only
         "details": {str: any},         # measured facts of the finding (may be empty)
+        "estimate": {                  # what fixing it buys (issue #38; null: no fix or no basis): a trace finding's
+          "speedup": float | null,     # step / (step - saved); null where the fix saves the whole step
+          "saved_ms_per_step": float, "step_ms": float,  # the step: unprofiled when the trace has it
+          "basis": str                 # how it was estimated, in words (docs/estimates.md)
+        } | null,
         "evidence": {                  # `tracelint run` only (null otherwise): what each half saw of the finding
           "source": finding | null,    # the lint finding (this shape, its evidence null); null: a trace finding
                                        # no lint finding was paired with

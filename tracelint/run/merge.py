@@ -1,6 +1,7 @@
 """One list of findings from the two halves of a run: a lint finding and a trace finding of the same family that
 point at the same line become one finding with both evidences, every finding gets the cost the trace measured for
-it, and the list is ordered by that cost.
+it, and the list is ordered by what each fix is estimated to buy (the trace finding's estimate, issue #38), then by
+that cost.
 
 Pairing, in this order (a trace finding's line is the one its Python stack gives, tracelint.trace.rules._common):
 
@@ -144,7 +145,7 @@ def merge(findings: Iterable[Finding], traces: Iterable[TraceSummary], cwd: Path
     for lint in linted:
         if id(lint) in paired:
             trace, how = paired[id(lint)]
-            out.append(replace(lint, severity=trace.severity,
+            out.append(replace(lint, severity=trace.severity, estimate=trace.estimate,
                                evidence=Evidence(lint, trace, cost[id(trace)], how)))
         else:
             out.append(replace(lint, evidence=Evidence(lint, None) if seen else None))
@@ -153,13 +154,18 @@ def merge(findings: Iterable[Finding], traces: Iterable[TraceSummary], cwd: Path
 
 
 def _order(finding: Finding) -> tuple:
-    """Measured cost first (highest first), then trace findings without a cost, then what the trace did not see."""
+    """What the fix is estimated to buy first (the largest share of its step first: issue #38), then the measured
+    cost of those without an estimate (highest first), then trace findings without either, then what the trace did
+    not see."""
+    est = finding.estimate
+    if est is not None and est.step_ms > 0:
+        return (0, -est.saved_ms_per_step / est.step_ms)
     evidence = finding.evidence
     if evidence is None:
-        return (2, 0.0)
+        return (3, 0.0)
     if evidence.cost_pct is not None:
-        return (0, -evidence.cost_pct)
-    return (1 if evidence.trace is not None else 2, 0.0)
+        return (1, -evidence.cost_pct)
+    return (2 if evidence.trace is not None else 3, 0.0)
 
 
 def _family(code: str) -> str:

@@ -37,6 +37,7 @@ from tracelint.trace import pool
 from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.build import build_model, problem_warnings
 from tracelint.trace.digest import RankDigest, digest_of
+from tracelint.trace.estimate import with_estimate
 from tracelint.trace.files import Skipped
 from tracelint.trace.filetext import TraceReadError
 from tracelint.trace.job import Job, RankWait, analyze_job, rank_list
@@ -140,6 +141,13 @@ def _judge(read: _Read, config: Config, wait: RankWait | None = None,
     return Report(read.path, summaries, findings, read.warnings, read.analyses, read.truncated), in_job
 
 
+def _by_gain(finding: Finding) -> tuple:
+    """The report's order (issue #38): the findings whose fix has an estimate first, the largest saving first;
+    then the rest in file, rank, step and time order."""
+    est = finding.estimate
+    return (0, -est.saved_ms_per_step, ()) if est is not None else (1, 0.0, Finding.sort_key(finding))
+
+
 def _devices_by_activity(model: TraceModel) -> list[int]:
     """Devices with GPU work, the busiest first (its summary is the Report's headline)."""
     busy: dict[int, float] = {}
@@ -167,8 +175,8 @@ def _run_rules(analyses: list[TraceAnalysis], verdicts: list[Verdict],
         for rule, out in fired:
             for finding in out:
                 if not any(cause is not rule and cause.explains(analysis, finding) for cause in causes):
-                    add(finding, i == 0 and hasattr(rule, "in_job"))
-    found.sort(key=lambda item: Finding.sort_key(item[0]))
+                    add(with_estimate(finding, analysis), i == 0 and hasattr(rule, "in_job"))
+    found.sort(key=lambda item: _by_gain(item[0]))
     return [f for f, _ in found], tuple(i for i, (_, in_job) in enumerate(found) if in_job)
 
 
@@ -233,7 +241,7 @@ def _in_job(done: Analyzed, job: Job, config: Config, job_aware: dict) -> Report
             finding = job_aware[finding.code].in_job(finding, head.metrics, config)
         if finding is not None:
             findings.append(finding)
-    findings.sort(key=Finding.sort_key)
+    findings.sort(key=_by_gain)
     return replace(report, summaries=summaries, findings=findings)
 
 

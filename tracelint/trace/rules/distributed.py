@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import NamedTuple
 
-from tracelint.engine import Config, Finding, Severity, TraceLocation
+from tracelint.engine import Config, Estimate, Finding, Severity, TraceLocation
 from tracelint.engine import metrics as M
 from tracelint.engine.display import numbered
 from tracelint.trace.analysis import TraceAnalysis
@@ -37,6 +37,7 @@ from tracelint.trace.job import Job, rank_list
 from tracelint.trace.lead import JOB, UNEXPLAINED, Lead
 from tracelint.trace.model import TraceModel
 from tracelint.trace.pipeline import Pipeline
+from tracelint.trace.recording import step_ms
 from tracelint.trace.rule import JobRule, TraceRule
 from tracelint.trace.rules._common import finding, ms, pct
 from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, INPUT_BOUND, PIPELINE_BOUND, Verdict
@@ -139,6 +140,8 @@ class StragglerRank(JobRule):
                             straggler_verdict=own.kind if own is not None else None, group=lead.label,
                             lead_not_profiler_us=lead.job_us, measured=("unprofiled" if lead.unprofiled
                                                                           else "trace"))
+            if lead.cause == JOB:
+                found = replace(found, estimate=_paced_estimate(job, [lead.rank, *waiting]))
             yield found if lead.cause == JOB else found.with_severity(Severity.INFO)
 
     @staticmethod
@@ -156,6 +159,34 @@ class StragglerRank(JobRule):
                     f"{_out_of_phase(kind)}")
         return (f"rank {lead.rank} reaches the collectives last in the trace, but the lead is the profiler's: "
                 f"{measured}, under straggler-min-wait-pct")
+
+
+def _paced_estimate(job: Job, ranks: list[int]) -> Estimate | None:
+    """What the job's step would be if the straggler kept pace (issue #38: a what-if, not the waiters' spin time,
+    which overlaps their own work): the largest of the group's ranks' own GPU compute per step (compute_busy_pct of
+    the GPU window: kernels, copies and memsets that are not communication), against the job's step, the slowest
+    rank's (unprofiled when its trace has it). Measured on ../shared/traces/multi-gpu/ddp-2xh100: 40.7 ms per step
+    estimated for the straggler job, 39.2 ms measured for the same job without the straggler (ddp_default)."""
+    paced: list[float] = []
+    steps: list[float] = []
+    for rank in ranks:
+        digest = job.ranks.get(rank)
+        if digest is None:
+            return None
+        m = digest.metrics
+        busy, window, n = M.COMPUTE_BUSY_PCT.of(m), M.GPU_WINDOW_US.of(m), M.STEPS.of(m) or 1
+        step = M.UNPROFILED_STEP_MS.of(m) or step_ms(m)
+        if busy is None or not window or not step:
+            return None
+        paced.append(busy / 100.0 * window / n / 1000.0)
+        steps.append(float(step))
+    S, after = max(steps), max(paced)
+    if after >= S:
+        return None
+    which = "unprofiled" if any(M.UNPROFILED_STEP_MS.of(job.ranks[r].metrics) for r in ranks) else "profiled"
+    basis = ("the job's step if the straggler kept pace: the largest of its group's ranks' own GPU compute per step "
+             f"({after:.1f} ms), against the slowest rank's {which} step")
+    return Estimate(S - after, S, basis)
 
 
 _PHASE = ("the GPU-side waits measure how far the hosts run out of phase (a collective spins from its own launch to "

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Issue #38's calibration: each trace finding's estimate of what its fix buys (tracelint.trace.estimate) against
+the fix measured on the project's GPU fixtures. Not a timed benchmark, and no GPU needed: the measurements are the
+fixtures' ground truth (fixtures/traces/manifest.json: the anti-pattern and its fixed twin, each timed without the
+profiler in blocks of steps on one H200); the estimate is read from the anti-pattern's trace.
+
+    python bench/gain_calibration.py [--json OUT]
+
+Per pair: the rule, the measured speedup (median bad / median fixed, and the range the blocks' min/max allow), the
+estimate, and whether the estimated gain (speedup - 1) is within ±25 % of the measured one (issue #38's bar), or
+both within the measurement's own spread (a fix worth less than the run-to-run noise). The misses are listed with
+why.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+TRACES = ROOT / "fixtures" / "traces"
+
+# (anti-pattern trace, its fixed twin whose ground truth is the step after the fix, the rule whose fix the twin is)
+PAIRS = (
+    ("dataloader_main_process", "dataloader_main_process_fixed", "TL201"),
+    ("pageable_copies", "pageable_copies_fixed", "TL202"),
+    ("item_per_step", "item_per_step_fixed", "TL101"),
+    ("item_no_effect", "item_no_effect_fixed", "TL101"),
+    ("scalar_test_per_step", "scalar_test_per_step_fixed", "TL103"),
+    ("zero_grad_keep", "zero_grad_keep_fixed", "TL301"),
+    ("matmul_fp32", "matmul_tf32", "TL401"),
+    ("conv_nchw_bf16", "conv_nchw_bf16_fixed", "TL405"),
+    ("gpt_eager_bf16_tlprofile", "gpt_compiled", "TL505"),
+    ("item_per_step_tlprofile", "item_per_step_fixed", "TL101"),
+    ("scalar_test_per_step_tlprofile", "scalar_test_per_step_fixed", "TL103"),
+    ("anomaly_mode", "anomaly_mode_fixed", "TL701"),
+    ("anomaly_mode_tlprofile", "anomaly_mode_fixed", "TL701"),
+    ("launch_blocking", "launch_blocking_fixed", "TL702"),
+    ("launch_blocking_tlprofile", "launch_blocking_fixed", "TL702"),
+    ("compiled_graph_break", "compiled_graph_break_fixed", "TL503"),
+    ("compiled_recompile", "compiled_recompile_fixed", "TL504"),
+)
+BAR = 0.25  # the estimated gain within this share of the measured gain
+
+
+def truth(manifest: dict, name: str) -> dict:
+    entry = manifest[name]
+    return manifest[entry["ground_truth_from"]]["ground_truth"] if "ground_truth_from" in entry else \
+        entry["ground_truth"]
+
+
+def calibrate() -> list[dict]:
+    from tracelint.trace import analyze_trace
+
+    manifest = json.loads((TRACES / "manifest.json").read_text())["traces"]
+    rows = []
+    for bad, fixed, code in PAIRS:
+        before, after = truth(manifest, bad), truth(manifest, fixed)
+        measured = before["median_ms"] / after["median_ms"]
+        low, high = before["min_ms"] / after["max_ms"], before["max_ms"] / after["min_ms"]
+        report = analyze_trace(TRACES / f"{bad}.pt.trace.json.gz")
+        found = [f for f in report.findings if f.code == code]
+        est = max((f.estimate for f in found if f.estimate is not None), key=lambda e: e.saved_ms_per_step,
+                  default=None)
+        row = {"pair": f"{bad} → {fixed}", "rule": code, "measured": round(measured, 3),
+               "measured_range": [round(low, 3), round(high, 3)], "fired": bool(found),
+               "estimate": est.as_dict() if est is not None else None}
+        if est is None:
+            row["verdict"] = "no estimate" if found else "rule silent"
+        else:
+            gain, want = est.speedup - 1.0, measured - 1.0
+            within_noise = low <= 1.0 <= high and low <= est.speedup <= high
+            row["gain_error_pct"] = round(100.0 * (gain - want) / want, 1) if want else None
+            row["verdict"] = "hit" if (want > 0 and abs(gain - want) <= BAR * want) or within_noise else "miss"
+        rows.append(row)
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", help="also write the rows as JSON here")
+    args = ap.parse_args()
+    rows = calibrate()
+    print(f"{'rule':6} {'pair':58} {'measured':>17} {'estimate':>9} {'gain err':>9}  verdict")
+    for r in rows:
+        est = r["estimate"]
+        speed = f"{est['speedup']:.3f}x" if est and est["speedup"] is not None else "-"
+        err = f"{r['gain_error_pct']:+.0f}%" if r.get("gain_error_pct") is not None else "-"
+        span = f"{r['measured']:.3f}x [{r['measured_range'][0]:.2f}-{r['measured_range'][1]:.2f}]"
+        print(f"{r['rule']:6} {r['pair']:58} {span:>17} {speed:>9} {err:>9}  {r['verdict']}")
+    hits = sum(r["verdict"] == "hit" for r in rows)
+    judged = sum(r["verdict"] in ("hit", "miss") for r in rows)
+    print(f"\n{hits} of {judged} estimates within ±{BAR:.0%} of the measured gain (or both within its noise)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
