@@ -6,6 +6,11 @@ profiler in blocks of steps on one H200); the estimate is read from the anti-pat
 
     python bench/gain_calibration.py [--json OUT]
 
+Then the reports of ``tracelint run --verify`` the project recorded (fixtures/run/verified/*.json, made by
+fixtures/gpu_issue38_verify.sh): each finding's estimate recomputed from its trace evidence (the trace finding's
+details and its trace's metrics, tracelint.trace.estimate.estimate_of) beside the speedup verify measured of its fix
+(fresh processes, with its 95 % interval), and whether ordering by estimate is ordering by measured gain.
+
 Per pair: the rule, the measured speedup (median bad / median fixed, and the range the blocks' min/max allow), the
 estimate, and whether the estimated gain (speedup - 1) is within ±25 % of the measured one (issue #38's bar), or
 both within the measurement's own spread (a fix worth less than the run-to-run noise). The misses are listed with
@@ -78,6 +83,29 @@ def calibrate() -> list[dict]:
     return rows
 
 
+def verified() -> list[dict]:
+    """The ``tracelint run --verify`` reports' findings: estimate (recomputed) against verify's measurement."""
+    from tracelint.trace.estimate import estimate_of
+
+    rows = []
+    for path in sorted((ROOT / "fixtures" / "run" / "verified").glob("*.json")):
+        doc = json.loads(path.read_text())
+        metrics = {t["path"]: t["metrics"] for t in doc["traces"]}
+        for f in doc["findings"]:
+            trace = (f.get("evidence") or {}).get("trace")
+            measured = (f.get("details") or {}).get("verification")
+            if not trace or not isinstance(measured, dict) or measured.get("speedup") is None:
+                continue
+            est = estimate_of(trace["code"], trace["details"], metrics.get(trace["path"]) or {})
+            low, high = measured["ci95"]
+            gain, want = (est.speedup - 1.0 if est else None), measured["speedup"] - 1.0
+            hit = est is not None and (abs(gain - want) <= BAR * want or low <= est.speedup <= high)
+            rows.append({"report": path.name, "rule": f["code"], "line": f["line"], "measured": measured["speedup"],
+                         "ci95": [low, high], "estimate": est.as_dict() if est else None,
+                         "verdict": "hit" if hit else "miss" if est else "no estimate"})
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="also write the rows as JSON here")
@@ -93,8 +121,22 @@ def main() -> int:
     hits = sum(r["verdict"] == "hit" for r in rows)
     judged = sum(r["verdict"] in ("hit", "miss") for r in rows)
     print(f"\n{hits} of {judged} estimates within ±{BAR:.0%} of the measured gain (or both within its noise)")
+    runs = verified()
+    if runs:
+        head = f"{'rule':6} {'tracelint run --verify report':40} {'verify measured (95% CI)':>26}"
+        print(f"\n{head} {'estimate':>9}  verdict")
+    for r in runs:
+        est = f"{r['estimate']['speedup']:.3f}x" if r["estimate"] else "-"
+        ci = f"{r['measured']:.3f}x ({r['ci95'][0]:.2f}-{r['ci95'][1]:.2f})"
+        print(f"{r['rule']:6} {r['report'] + ':' + str(r['line']):40} {ci:>26} {est:>9}  {r['verdict']}")
+    for report in sorted({r["report"] for r in runs}):
+        mine = [r for r in runs if r["report"] == report and r["estimate"]]
+        by_estimate = [r["rule"] for r in sorted(mine, key=lambda r: -r["estimate"]["speedup"])]
+        by_measured = [r["rule"] for r in sorted(mine, key=lambda r: -r["measured"])]
+        same = "the same" if by_estimate == by_measured else "NOT the same"
+        print(f"{report}: order by estimate {by_estimate}, by measured gain {by_measured}: {same}")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+        Path(args.json).write_text(json.dumps({"pairs": rows, "verified": runs}, indent=1) + "\n")
     return 0
 
 

@@ -120,3 +120,17 @@ def analyze_paths_report(folder: Path):
     items = [i for i in analyze_paths([folder]) if isinstance(i, Report)]
     return SimpleNamespace(findings=[f for r in items for f in r.findings],
                            summaries=[s for r in items for s in r.summaries])
+
+
+def test_run_verify_order_by_estimate_is_order_by_measured_gain():
+    """`tracelint run --verify` on fixtures/run/loader_item.py (H200, fixtures/gpu_issue38_verify.sh): pinned memory
+    (TL202) estimated 1.35x, measured 1.50x (1.33-1.68); the per-step `.item()` (TL101) estimated 1.31x, measured
+    1.08x (1.01-1.16): the larger estimate is the larger measured gain."""
+    from gain_calibration import verified
+
+    rows = [r for r in verified() if r["report"] == "loader_item_verify.json"]
+    by_estimate = [r["rule"] for r in sorted(rows, key=lambda r: -r["estimate"]["speedup"])]
+    by_measured = [r["rule"] for r in sorted(rows, key=lambda r: -r["measured"])]
+    assert by_estimate == by_measured == ["TL202", "TL101"]
+    (pinned,) = [r for r in rows if r["rule"] == "TL202"]
+    assert pinned["ci95"][0] <= pinned["estimate"]["speedup"] <= pinned["ci95"][1]

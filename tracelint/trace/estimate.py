@@ -12,13 +12,15 @@ the GPU's busy time per step (the union of its kernels, copies and memsets). Two
   waiting for); TL201 the main thread's wait in ``DataLoader.__next__``; TL204 the host's share of the step spent
   building tensors; TL501 the GPU idle time on launch overhead; TL503, TL504, TL701 and TL702 their own
   ``estimated_saving_us_per_step`` (each rule's doc gives its model).
-- **GPU-side** (fp32 matmuls off the Tensor Cores, NCHW convolutions, pageable copies, unfused memory-bound kernels,
-  zero-filled gradients, per-tensor optimizer kernels, unfused attention, off-tile GEMMs): the fix removes GPU time
-  ``G`` from a GPU-bound step: the step after is ``S - G``; in a step the GPU does not set, no estimate (fewer GPU
-  microseconds buy nothing there). ``G``, per rule: TL202 the pageable copies' time (pinned and ``non_blocking``,
-  they overlap compute); TL401 the fp32 GEMMs' time less what the same GEMMs take at the device's TF32 peak, at the
-  same share of it (``t × (1 - fp32 peak / TF32 peak)``); TL405 and TL505 their ``estimated_saving_us_per_step``;
-  TL301, TL303, TL402, TL404 the kernel time they measure (an upper bound).
+- **Copies** (TL202, pageable): a synchronous copy from pageable memory holds the host and sits on the GPU's
+  timeline; pinned and ``non_blocking`` it overlaps both: the step after is ``S - C``, ``C`` the pageable copies'
+  time (no GPU floor: the copies' own time is part of ``B``).
+- **GPU-side** (fp32 matmuls off the Tensor Cores, NCHW convolutions, unfused memory-bound kernels, zero-filled
+  gradients, per-tensor optimizer kernels, unfused attention, off-tile GEMMs): the fix removes GPU time ``G`` from a
+  GPU-bound step: the step after is ``S - G``; in a step the GPU does not set, no estimate (fewer GPU microseconds
+  buy nothing there). ``G``, per rule: TL401 the fp32 GEMMs' time less what the same GEMMs take at the device's
+  TF32 peak, at the same share of it (``t × (1 - fp32 peak / TF32 peak)``); TL405 and TL505 their
+  ``estimated_saving_us_per_step``; TL301, TL303, TL402, TL404 the kernel time they measure (an upper bound).
 
 Rules without a fix (notes, the profiler's own cost, memory headroom) get no estimate; nor does a finding whose
 measure is missing. bench/gain_calibration.py checks every estimate against the fixes measured on the project's
@@ -34,7 +36,7 @@ from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.flops import peak
 from tracelint.trace.recording import step_ms
 
-HOST, GPU = "host", "gpu"
+HOST, GPU, COPY = "host", "gpu", "copy"
 _GPU_BOUND_PCT = 80.0  # B over S at which the GPU sets the step (the verdict's gpu-bound-busy-pct default)
 
 
@@ -87,7 +89,7 @@ MODELS = {
     "TL501": (HOST, _launch),
     **{code: (HOST, _from_detail("estimated_saving_us_per_step", "the rule's own estimate (its doc)"))
        for code in ("TL503", "TL504", "TL701", "TL702")},
-    "TL202": (GPU, _pageable),
+    "TL202": (COPY, _pageable),
     **{code: (GPU, _from_detail("estimated_saving_us_per_step", "the rule's own estimate (its doc)"))
        for code in ("TL405", "TL505")},
     "TL301": (GPU, _from_detail("fill_gpu_us_per_step", "the fill kernels' time")),
@@ -98,10 +100,10 @@ MODELS = {
 }
 
 
-def _tf32(analysis: TraceAnalysis):
+def _tf32(metrics: dict):
     def model(d: dict, S: float, B: float) -> tuple[float, str] | None:
         t = _us(d, "fp32_off_tc_us_per_step")
-        device = M.DEVICE_NAME.of(analysis.metrics)
+        device = M.DEVICE_NAME.of(metrics)
         fp32 = peak(device if isinstance(device, str) else None, "fp32")
         tf32 = peak(device if isinstance(device, str) else None, "tf32")
         if t is None or fp32 is None or tf32 is None:
@@ -112,19 +114,19 @@ def _tf32(analysis: TraceAnalysis):
     return model
 
 
-def estimate(finding: Finding, analysis: TraceAnalysis) -> Estimate | None:
-    """The Estimate of one trace finding of ``analysis`` (module docstring); None without a model or a measure."""
-    kind, model = (GPU, _tf32(analysis)) if finding.code == "TL401" else MODELS.get(finding.code, (None, None))
+def estimate_of(code: str, details: dict, metrics: dict) -> Estimate | None:
+    """The Estimate of a trace finding of rule ``code`` with ``details``, in a trace with ``metrics`` (its
+    summary's: the JSON report's ``traces[].metrics``); None without a model or a measure."""
+    kind, model = (GPU, _tf32(metrics)) if code == "TL401" else MODELS.get(code, (None, None))
     if model is None:
         return None
-    m = analysis.metrics
-    unprofiled = M.UNPROFILED_STEP_MS.of(m)
-    S = float(unprofiled) if unprofiled else (step_ms(m) or 0.0)
-    busy = M.GPU_BUSY_US.of(m)
-    B = (busy or 0.0) / max(1, M.STEPS.of(m) or 1) / 1000.0
+    unprofiled = M.UNPROFILED_STEP_MS.of(metrics)
+    S = float(unprofiled) if unprofiled else (step_ms(metrics) or 0.0)
+    busy = M.GPU_BUSY_US.of(metrics)
+    B = (busy or 0.0) / max(1, M.STEPS.of(metrics) or 1) / 1000.0
     if S <= 0:
         return None
-    found = model(dict(finding.details), S, B)
+    found = model(details, S, B)
     if found is None:
         return None
     saved_us, words = found
@@ -132,6 +134,8 @@ def estimate(finding: Finding, analysis: TraceAnalysis) -> Estimate | None:
     if kind == HOST:
         after = max(S - saved, min(B, S))
         floor = "; the GPU's own work per step is the floor" if S - saved < B else ""
+    elif kind == COPY:  # the copy leaves the critical path of host and GPU alike (its time is in B: no floor)
+        after, floor = max(S - saved, 0.0), ""
     else:
         if 100.0 * B / S < _GPU_BOUND_PCT:
             return None  # the GPU does not set this step: fewer GPU microseconds buy nothing
@@ -141,5 +145,6 @@ def estimate(finding: Finding, analysis: TraceAnalysis) -> Estimate | None:
 
 
 def with_estimate(finding: Finding, analysis: TraceAnalysis) -> Finding:
-    found = estimate(finding, analysis)
+    """``finding`` of ``analysis`` with its Estimate (module docstring), where there is one."""
+    found = estimate_of(finding.code, dict(finding.details), analysis.metrics)
     return finding if found is None else replace(finding, estimate=found)
