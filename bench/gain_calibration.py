@@ -48,6 +48,12 @@ PAIRS = (
     ("compiled_recompile", "compiled_recompile_fixed", "TL504"),
 )
 BAR = 0.25  # the estimated gain within this share of the measured gain
+# 2-GPU jobs (fixtures/traces/ddp36, recorded on 2 x H200 with rank 0's ground truth in its manifest.json)
+JOBS = (
+    ("dataparallel", "ddp_default", "TL605"),
+    ("ddp_accum", "ddp_accum_no_sync", "TL606"),
+    ("fsdp2_accum", "fsdp2_accum_no_sync", "TL606"),
+)
 
 
 def truth(manifest: dict, name: str) -> dict:
@@ -72,15 +78,44 @@ def calibrate() -> list[dict]:
         row = {"pair": f"{bad} → {fixed}", "rule": code, "measured": round(measured, 3),
                "measured_range": [round(low, 3), round(high, 3)], "fired": bool(found),
                "estimate": est.as_dict() if est is not None else None}
-        if est is None:
-            row["verdict"] = "no estimate" if found else "rule silent"
-        else:
-            gain, want = est.speedup - 1.0, measured - 1.0
-            within_noise = low <= 1.0 <= high and low <= est.speedup <= high
-            row["gain_error_pct"] = round(100.0 * (gain - want) / want, 1) if want else None
-            row["verdict"] = "hit" if (want > 0 and abs(gain - want) <= BAR * want) or within_noise else "miss"
+        _judge(row, est, measured, low, high, found)
         rows.append(row)
     return rows
+
+
+def jobs() -> list[dict]:
+    """The 2-GPU jobs' findings: the largest estimate of the rule's findings (over the ranks) against the job's
+    measured step before and after (rank 0's ground truth)."""
+    from tracelint.trace.analyze import analyze_paths
+    from tracelint.trace.report import Report
+
+    folder = TRACES / "ddp36"
+    manifest = json.loads((folder / "manifest.json").read_text())["jobs"]
+    rows = []
+    for bad, fixed, code in JOBS:
+        before, after = (manifest[n]["ranks"]["0"]["ground_truth"] for n in (bad, fixed))
+        measured = before["median_ms"] / after["median_ms"]
+        low, high = before["min_ms"] / after["max_ms"], before["max_ms"] / after["min_ms"]
+        found = [f for r in analyze_paths([folder / bad]) if isinstance(r, Report) for f in r.findings
+                 if f.code == code]
+        est = max((f.estimate for f in found if f.estimate is not None), key=lambda e: e.saved_ms_per_step,
+                  default=None)
+        row = {"pair": f"ddp36/{bad} → {fixed}", "rule": code, "measured": round(measured, 3),
+               "measured_range": [round(low, 3), round(high, 3)], "fired": bool(found),
+               "estimate": est.as_dict() if est is not None else None}
+        _judge(row, est, measured, low, high, found)
+        rows.append(row)
+    return rows
+
+
+def _judge(row: dict, est, measured: float, low: float, high: float, found: list) -> None:
+    if est is None:
+        row["verdict"] = "no estimate" if found else "rule silent"
+        return
+    gain, want = est.speedup - 1.0, measured - 1.0
+    within_noise = low <= 1.0 <= high and low <= est.speedup <= high
+    row["gain_error_pct"] = round(100.0 * (gain - want) / want, 1) if want else None
+    row["verdict"] = "hit" if (want > 0 and abs(gain - want) <= BAR * want) or within_noise else "miss"
 
 
 def verified() -> list[dict]:
@@ -110,7 +145,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="also write the rows as JSON here")
     args = ap.parse_args()
-    rows = calibrate()
+    rows = calibrate() + jobs()
     print(f"{'rule':6} {'pair':58} {'measured':>17} {'estimate':>9} {'gain err':>9}  verdict")
     for r in rows:
         est = r["estimate"]

@@ -10,8 +10,9 @@ the GPU's busy time per step (the union of its kernels, copies and memsets). Two
   after is ``max(S - T, B)``. What ``T`` is, per rule: the syncs' (TL101-TL106) the GPU idle time each sync leaves
   while the host catches up (``syncs_per_step × gpu_idle_us_each``; the host's own stall overlaps GPU work it was
   waiting for); TL201 the main thread's wait in ``DataLoader.__next__``; TL204 the host's share of the step spent
-  building tensors; TL501 the GPU idle time on launch overhead; TL503, TL504, TL701 and TL702 their own
-  ``estimated_saving_us_per_step`` (each rule's doc gives its model).
+  building tensors; TL501 the GPU idle time on launch overhead; TL605 (DataParallel) the step less each GPU's own
+  work (one process per GPU drives its GPU alone); TL606 the exposed time of the reductions no_sync leaves out;
+  TL503, TL504, TL701 and TL702 their own ``estimated_saving_us_per_step`` (each rule's doc gives its model).
 - **Copies** (TL202, pageable): a synchronous copy from pageable memory holds the host and sits on the GPU's
   timeline; pinned and ``non_blocking`` it overlaps both: the step after is ``S - C``, ``C`` the pageable copies'
   time (no GPU floor: the copies' own time is part of ``B``).
@@ -80,6 +81,13 @@ def _pageable(d: dict, S: float, B: float) -> tuple[float, str] | None:
                                                                    "non_blocking, they overlap compute")
 
 
+def _data_parallel(d: dict, S: float, B: float) -> tuple[float, str] | None:
+    work = _us(d, "gpu_work_us_per_step")
+    return None if work is None else (S * 1000.0 - work, "with one process per GPU (DistributedDataParallel) the "
+                                                        "step is each GPU's own work, not one process driving them "
+                                                        "all")
+
+
 # code -> (kind, model(details, S ms, B ms) -> (saved µs per step, words) | None)
 MODELS = {
     **{code: (HOST, _syncs) for code in ("TL101", "TL102", "TL103", "TL105", "TL106")},
@@ -87,6 +95,9 @@ MODELS = {
                                                           "DataLoader.__next__")),
     "TL204": (HOST, _host_share),
     "TL501": (HOST, _launch),
+    "TL605": (HOST, _data_parallel),
+    "TL606": (GPU, _from_detail("redundant_exposed_us_per_step", "the exposed time of the gradient reductions "
+                                                                  "no_sync leaves out")),
     **{code: (HOST, _from_detail("estimated_saving_us_per_step", "the rule's own estimate (its doc)"))
        for code in ("TL503", "TL504", "TL701", "TL702")},
     "TL202": (COPY, _pageable),
