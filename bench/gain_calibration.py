@@ -66,21 +66,9 @@ def calibrate() -> list[dict]:
     from tracelint.trace import analyze_trace
 
     manifest = json.loads((TRACES / "manifest.json").read_text())["traces"]
-    rows = []
-    for bad, fixed, code in PAIRS:
-        before, after = truth(manifest, bad), truth(manifest, fixed)
-        measured = before["median_ms"] / after["median_ms"]
-        low, high = before["min_ms"] / after["max_ms"], before["max_ms"] / after["min_ms"]
-        report = analyze_trace(TRACES / f"{bad}.pt.trace.json.gz")
-        found = [f for f in report.findings if f.code == code]
-        est = max((f.estimate for f in found if f.estimate is not None), key=lambda e: e.saved_ms_per_step,
-                  default=None)
-        row = {"pair": f"{bad} → {fixed}", "rule": code, "measured": round(measured, 3),
-               "measured_range": [round(low, 3), round(high, 3)], "fired": bool(found),
-               "estimate": est.as_dict() if est is not None else None}
-        _judge(row, est, measured, low, high, found)
-        rows.append(row)
-    return rows
+    return [_row(f"{bad} → {fixed}", code, truth(manifest, bad), truth(manifest, fixed),
+                 [f for f in analyze_trace(TRACES / f"{bad}.pt.trace.json.gz").findings if f.code == code])
+            for bad, fixed, code in PAIRS]
 
 
 def jobs() -> list[dict]:
@@ -91,31 +79,30 @@ def jobs() -> list[dict]:
 
     folder = TRACES / "ddp36"
     manifest = json.loads((folder / "manifest.json").read_text())["jobs"]
-    rows = []
-    for bad, fixed, code in JOBS:
-        before, after = (manifest[n]["ranks"]["0"]["ground_truth"] for n in (bad, fixed))
-        measured = before["median_ms"] / after["median_ms"]
-        low, high = before["min_ms"] / after["max_ms"], before["max_ms"] / after["min_ms"]
-        found = [f for r in analyze_paths([folder / bad]) if isinstance(r, Report) for f in r.findings
-                 if f.code == code]
-        est = max((f.estimate for f in found if f.estimate is not None), key=lambda e: e.saved_ms_per_step,
-                  default=None)
-        row = {"pair": f"ddp36/{bad} → {fixed}", "rule": code, "measured": round(measured, 3),
-               "measured_range": [round(low, 3), round(high, 3)], "fired": bool(found),
-               "estimate": est.as_dict() if est is not None else None}
-        _judge(row, est, measured, low, high, found)
-        rows.append(row)
-    return rows
+    return [_row(f"ddp36/{bad} → {fixed}", code, *(manifest[n]["ranks"]["0"]["ground_truth"] for n in (bad, fixed)),
+                 [f for r in analyze_paths([folder / bad]) if isinstance(r, Report) for f in r.findings
+                  if f.code == code])
+            for bad, fixed, code in JOBS]
 
 
-def _judge(row: dict, est, measured: float, low: float, high: float, found: list) -> None:
+def _row(pair: str, code: str, before: dict, after: dict, found: list) -> dict:
+    """One pair's row: the measured speedup (median over median; the range from the blocks' min and max), the
+    largest estimate of the rule's findings, and whether it is within the bar."""
+    measured = before["median_ms"] / after["median_ms"]
+    low, high = before["min_ms"] / after["max_ms"], before["max_ms"] / after["min_ms"]
+    est = max((f.estimate for f in found if f.estimate is not None), key=lambda e: e.saved_ms_per_step,
+              default=None)
+    row = {"pair": pair, "rule": code, "measured": round(measured, 3),
+           "measured_range": [round(low, 3), round(high, 3)], "fired": bool(found),
+           "estimate": est.as_dict() if est is not None else None}
     if est is None:
         row["verdict"] = "no estimate" if found else "rule silent"
-        return
+        return row
     gain, want = est.speedup - 1.0, measured - 1.0
     within_noise = low <= 1.0 <= high and low <= est.speedup <= high
     row["gain_error_pct"] = round(100.0 * (gain - want) / want, 1) if want else None
     row["verdict"] = "hit" if (want > 0 and abs(gain - want) <= BAR * want) or within_noise else "miss"
+    return row
 
 
 def verified() -> list[dict]:
