@@ -73,6 +73,13 @@ def test_the_reports_show_the_estimate(fixture_traces):
     assert est["speedup"] == pytest.approx(est["step_ms"] / (est["step_ms"] - est["saved_ms_per_step"]), abs=1e-3)
     text = subprocess.run([sys.executable, "-m", "tracelint", "trace", str(path)], capture_output=True, text=True)
     assert "  fix: ~1.2× (saves ~5.0 ms of 32.2 ms per step); the GPU idle time each sync leaves" in text.stdout
+    html = subprocess.run([sys.executable, "-m", "tracelint", "trace", "--format", "html", str(path)],
+                          capture_output=True, text=True).stdout
+    assert "<div class='estimate'>fix: ~1.2× (saves ~5.0 ms of 32.2 ms per step); the GPU idle time" in html
+    markdown = subprocess.run([sys.executable, "-m", "tracelint", "trace", "--format", "markdown", str(path)],
+                              capture_output=True, text=True).stdout
+    (row,) = [line for line in markdown.splitlines() if line.startswith("| TL101 |")]
+    assert row.endswith(r"| \~1.2× (saves \~5.0 ms of 32.2 ms per step) |")  # (~ escaped: strikethrough)
 
 
 def test_estimate_words():

@@ -520,6 +520,8 @@ def _findings(page: Page, findings: list[Finding]) -> str:
         facts = [(k, v) for k, v in f.details if k != VERIFICATION]
         if facts:
             lines.append(f"<div class='facts'>{h(', '.join(f'{k}: {format_metric(k, v)}' for k, v in facts))}</div>")
+        if f.estimate is not None:  # what the fix buys (issue #38)
+            lines.append(f"<div class='estimate'>fix: {h(f.estimate.words())}; {h(f.estimate.basis)}</div>")
         evidence = f.evidence
         if evidence is not None and evidence.source is not None:  # `tracelint run`: the trace's side of it
             lines.append(f"<div class='evidence'>{h(evidence.words())}</div>")

@@ -148,7 +148,9 @@ def _report(result: RunResult) -> str:
                 where = f"{md(loc.path)}" + (f" ({md(context)})" if context else "")
                 if loc.source is not None:
                     where += f" → {md(loc.source.path)}:{loc.source.line}"
-            rows.append((f.code, str(f.severity), where, md(measured_message(f, ""))))
-        lines += ["", "### tracelint: findings", "", *table(("rule", "severity", "where", "message"), rows)]
+            fix = md(f.estimate.words()) if f.estimate is not None else ""  # what the fix buys (issue #38)
+            rows.append((f.code, str(f.severity), where, md(measured_message(f, "")), fix))
+        lines += ["", "### tracelint: findings", "",
+                  *table(("rule", "severity", "where", "message", "fix buys"), rows)]
     lines += ["", md(count_line(result, Paint(False)))]
     return "\n".join(lines).lstrip("\n")
