@@ -97,7 +97,6 @@ class); ``CAUSES`` declares them.
 """
 from __future__ import annotations
 
-import math
 import multiprocessing
 import os
 import pickle
@@ -266,7 +265,7 @@ def pool(runs: Sequence[Side]) -> Side:
     metrics = dict(runs[0].metrics)
     for name, value in metrics.items():
         values = [r.metrics.get(name) for r in runs]
-        if all(_number(v) for v in values):
+        if all(M.is_number(v) for v in values):
             metrics[name] = statistics.fmean(values) if isinstance(value, float) or len(set(values)) > 1 else value
     kernels = {}
     for name in dict.fromkeys(n for r in runs for n in r.kernels):
@@ -519,17 +518,13 @@ def step_change(base_us: Sequence[float], new_us: Sequence[float],
     return change([base_us], [new_us], DEFAULT_NOISE_FLOOR_PCT[STEP_TIME] if floor_pct is None else floor_pct)
 
 
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _metric_changes(base: dict, new: dict, step: StepChange, *, base_step_us: float | None, steps: tuple[int, int]):
     order = {name: i for i, name in enumerate(registry())}
     names = sorted({*base, *new}, key=lambda k: (order.get(k, len(order)), k))
     band = max(step.noise_pct or 0.0, _MIN_MOVE_PCT)
     for name in names:
         b, n = base.get(name), new.get(name)
-        if not (_number(b) and _number(n)):
+        if not (M.is_number(b) and M.is_number(n)):
             yield MetricChange(name, b, n, None, None, False)
             continue
         delta = n - b
@@ -586,12 +581,12 @@ def _fails(value: float | None, limit: float, lower: bool) -> bool:
 def _gate_value(metric: M.Metric, metrics: dict) -> float | None:
     """A gated metric's value: stored in the report, or derived as TL010 derives it (gpu_idle_pct, step_ms)."""
     value = metric.of(metrics)
-    if _number(value):
+    if M.is_number(value):
         return float(value)
-    if metric is M.GPU_IDLE_PCT and _number(M.GPU_BUSY_PCT.of(metrics)):
+    if metric is M.GPU_IDLE_PCT and M.is_number(M.GPU_BUSY_PCT.of(metrics)):
         return 100.0 - M.GPU_BUSY_PCT.of(metrics)
     if metric is M.STEP_MS:
-        spans = [v for v in (M.STEP_CPU_US_MEAN.of(metrics), M.STEP_GPU_SPAN_US_MEAN.of(metrics)) if _number(v)]
+        spans = [v for v in (M.STEP_CPU_US_MEAN.of(metrics), M.STEP_GPU_SPAN_US_MEAN.of(metrics)) if M.is_number(v)]
         return max(spans) / 1000 if spans else None
     return None
 
@@ -689,7 +684,7 @@ def _timing(base: Side, new: Side, step: Change, classes, new_findings, fixed, g
             impact = k.delta_us
         else:
             b, n = cause.time.of(base.metrics), cause.time.of(new.metrics)
-            if not (_number(b) or _number(n)):
+            if not (M.is_number(b) or M.is_number(n)):
                 continue
             impact = (n or 0.0) / steps[1] - (b or 0.0) / steps[0]
         if impact * sign <= 0 or abs(impact) < _MIN_SHARE * delta_step_us:
@@ -709,7 +704,7 @@ def _clause(cause: Cause, impact_us: float, base: Side, new: Side, steps, by_cla
     parts = []
     if cause.count is not None:
         b, n = cause.count.of(base.metrics), cause.count.of(new.metrics)
-        if _number(b) and _number(n) and (b == 0 or abs(n - b) / abs(b) * 100 > _MIN_MOVE_PCT):
+        if M.is_number(b) and M.is_number(n) and (b == 0 or abs(n - b) / abs(b) * 100 > _MIN_MOVE_PCT):
             if cause.count_total:
                 b, n = b / steps[0], n / steps[1]
             text = (f"{cause.count_words} {format_metric(cause.count.name, _tidy(b))} → "

@@ -127,7 +127,7 @@ def unprofiled_basis(metrics: dict) -> bool:
 
 
 def _value(x) -> float | None:
-    return x if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+    return x if M.is_number(x) else None
 
 
 def _label(x) -> str | None:

@@ -19,6 +19,7 @@ Finding details (``Finding.details``) that are not declared metrics name their u
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 UNITS = ("pct", "us", "ms", "bytes", "count", "ratio", "label", "flag", "tflops")
@@ -44,6 +45,11 @@ class Metric:
     def of(self, metrics: dict) -> object:
         """This metric's value in a metrics dict (None when absent or not applicable)."""
         return metrics.get(self.name)
+
+
+def is_number(value) -> bool:
+    """Whether a metric's value (or a finding's detail) is a finite number: not None, a label, a flag or NaN."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 _REGISTRY: dict[str, Metric] = {}

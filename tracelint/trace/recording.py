@@ -29,9 +29,9 @@ gives None.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from tracelint.engine.metrics import is_number
 from tracelint.trace.model import TraceModel
 
 SETTINGS = ("with_stack", "record_shapes", "profile_memory", "with_flops", "with_modules")
@@ -74,10 +74,6 @@ def _flag(value) -> bool | None:
     return None
 
 
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -88,7 +84,7 @@ def distributed_of(record: dict) -> dict | None:
     if not isinstance(found, dict):
         return None
     rank, world, step, wait = (found.get(k) for k in ("rank", "world_size", "step_ms", "wait_ms"))
-    if not (_count(rank) and _count(world) and rank < world and _number(step) and step > 0 and _number(wait)
+    if not (_count(rank) and _count(world) and rank < world and is_number(step) and step > 0 and is_number(wait)
             and wait >= 0 and isinstance(found.get("method"), str)):
         return None
     return {**found, "step_ms": float(step), "wait_ms": float(wait)}
@@ -112,7 +108,7 @@ def recording_of(model: TraceModel) -> Recording:
     unprofiled = record.get("unprofiled") if isinstance(record.get("unprofiled"), dict) else {}
     step_ms = unprofiled.get("step_ms")
     steps = unprofiled.get("steps")
-    ok = _number(step_ms) and step_ms > 0
+    ok = is_number(step_ms) and step_ms > 0
     return Recording(settings, tuple(inferred), float(step_ms) if ok else None,
                      int(steps) if ok and isinstance(steps, int) and not isinstance(steps, bool) else None,
                      str(record.get("source") or "tracelint.profile") if record else None,
