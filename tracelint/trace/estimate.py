@@ -35,7 +35,7 @@ from tracelint.engine import Estimate, Finding
 from tracelint.engine import metrics as M
 from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.flops import peak
-from tracelint.trace.recording import step_ms
+from tracelint.trace.recording import gpu_busy_ms_per_step, step_basis_ms
 
 HOST, GPU, COPY = "host", "gpu", "copy"
 _GPU_BOUND_PCT = 80.0  # B over S at which the GPU sets the step (the verdict's gpu-bound-busy-pct default)
@@ -131,10 +131,8 @@ def estimate_of(code: str, details: dict, metrics: dict) -> Estimate | None:
     kind, model = (GPU, _tf32(metrics)) if code == "TL401" else MODELS.get(code, (None, None))
     if model is None:
         return None
-    unprofiled = M.UNPROFILED_STEP_MS.of(metrics)
-    S = float(unprofiled) if unprofiled else (step_ms(metrics) or 0.0)
-    busy = M.GPU_BUSY_US.of(metrics)
-    B = (busy or 0.0) / max(1, M.STEPS.of(metrics) or 1) / 1000.0
+    S, unprofiled = step_basis_ms(metrics)
+    S, B = S or 0.0, gpu_busy_ms_per_step(metrics) or 0.0
     if S <= 0:
         return None
     found = model(details, S, B)

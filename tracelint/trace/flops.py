@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 from tracelint.trace.intervals import merge
 from tracelint.trace.model import ATTENTION_OPS, CONV_OPS, GEMM_OPS, ShapedOp
+from tracelint.trace.recording import gpu_busy_ms_per_step
 
 GEMM, CONVOLUTION, ATTENTION = "gemm", "convolution", "attention"
 
@@ -411,11 +412,11 @@ def flop_metrics(analysis) -> None:
     device = m.get("device_name")
     top = peak(device if isinstance(device, str) else None, dtype)
     unprofiled = m.get("unprofiled_step_ms")
-    busy = m.get("gpu_busy_us")
+    busy = gpu_busy_ms_per_step(m)
     if unprofiled:
         step, said = float(unprofiled), f"unprofiled step {unprofiled:.2f} ms"
     elif busy:  # the profiler slows the host, not the kernels: the GPU's busy time per step is the profiled
-        step = busy / 1000.0 / max(1, len(model.steps))  # measure it leaves alone (an upper bound where the GPU idles)
+        step = busy  # measure it leaves alone (an upper bound where the GPU idles)
         said = (f"GPU busy {step:.2f} ms per profiled step (no unprofiled record: an upper bound where the GPU "
                 "waits; tracelint.profile or tracelint run time the steps without the profiler)")
     else:

@@ -123,6 +123,23 @@ def step_ms(metrics: dict) -> float | None:
     return round(max(spans) / 1000.0, 3) if spans else None
 
 
+def step_basis_ms(metrics: dict) -> tuple[float | None, bool]:
+    """The step a saving or a rate is measured against, in ms, and whether it is the unprofiled one: the step timed
+    without the profiler when the trace has it (``unprofiled_step_ms``), else the profiled step (``step_ms``)."""
+    from tracelint.engine import metrics as M
+
+    unprofiled = M.UNPROFILED_STEP_MS.of(metrics)
+    return (float(unprofiled), True) if unprofiled else (step_ms(metrics), False)
+
+
+def gpu_busy_ms_per_step(metrics: dict) -> float | None:
+    """``gpu_busy_us`` per profiled step (a trace without steps is one), in ms; None without it."""
+    from tracelint.engine import metrics as M
+
+    busy = M.GPU_BUSY_US.of(metrics)
+    return None if busy is None else busy / max(1, M.STEPS.of(metrics) or 1) / 1000.0
+
+
 def recording_metrics(metrics: dict, recording: Recording) -> None:
     """Set ``unprofiled_step_ms`` and ``profiler_inflation`` (module docstring)."""
     metrics["unprofiled_step_ms"] = recording.unprofiled_step_ms

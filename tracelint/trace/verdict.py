@@ -46,11 +46,11 @@ from typing import TYPE_CHECKING
 
 from tracelint.engine import Config
 from tracelint.engine import metrics as M
+from tracelint.trace.recording import Recording, gpu_busy_ms_per_step
 
 if TYPE_CHECKING:
     from tracelint.trace.groups import RankWait
     from tracelint.trace.pipeline import Stage
-    from tracelint.trace.recording import Recording
 
 INPUT_BOUND, CPU_BOUND, GPU_BOUND, COMM_BOUND = "input-bound", "cpu-bound", "gpu-bound", "comm-bound"
 PIPELINE_BOUND = "pipeline-bound"
@@ -121,7 +121,7 @@ def _unprofiled(verdict: Verdict, metrics: dict, config: Config, recording: Reco
     if (verdict.kind not in (CPU_BOUND, INPUT_BOUND) or not inflation or not unprofiled or busy_us is None
             or inflation < config.threshold("profiler-inflation-limit")):
         return verdict
-    gpu_ms = busy_us / max(1, M.STEPS.of(metrics) or 1) / 1000.0
+    gpu_ms = gpu_busy_ms_per_step(metrics)
     what = ", ".join(recording.heavy) if recording is not None and recording.heavy else "its host overhead"
     if 100.0 * gpu_ms / unprofiled >= config.threshold("gpu-bound-busy-pct"):
         return Verdict(GPU_BOUND, f"gpu-bound: when not profiled, GPU work {_f(gpu_ms)} of {_f(unprofiled)} ms per "

@@ -37,7 +37,7 @@ from tracelint.trace.job import Job, rank_list
 from tracelint.trace.lead import JOB, UNEXPLAINED, Lead
 from tracelint.trace.model import TraceModel
 from tracelint.trace.pipeline import Pipeline
-from tracelint.trace.recording import step_ms
+from tracelint.trace.recording import step_basis_ms
 from tracelint.trace.rule import JobRule, TraceRule
 from tracelint.trace.rules._common import finding, ms, pct
 from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, INPUT_BOUND, PIPELINE_BOUND, Verdict
@@ -169,13 +169,15 @@ def _paced_estimate(job: Job, ranks: list[int]) -> Estimate | None:
     estimated for the straggler job, 39.2 ms measured for the same job without the straggler (ddp_default)."""
     paced: list[float] = []
     steps: list[float] = []
+    unprofiled = False
     for rank in ranks:
         digest = job.ranks.get(rank)
         if digest is None:
             return None
         m = digest.metrics
         busy, window, n = M.COMPUTE_BUSY_PCT.of(m), M.GPU_WINDOW_US.of(m), M.STEPS.of(m) or 1
-        step = M.UNPROFILED_STEP_MS.of(m) or step_ms(m)
+        step, timed = step_basis_ms(m)
+        unprofiled |= timed
         if busy is None or not window or not step:
             return None
         paced.append(busy / 100.0 * window / n / 1000.0)
@@ -183,7 +185,7 @@ def _paced_estimate(job: Job, ranks: list[int]) -> Estimate | None:
     S, after = max(steps), max(paced)
     if after >= S:
         return None
-    which = "unprofiled" if any(M.UNPROFILED_STEP_MS.of(job.ranks[r].metrics) for r in ranks) else "profiled"
+    which = "unprofiled" if unprofiled else "profiled"
     basis = ("the job's step if the straggler kept pace: the largest of its group's ranks' own GPU compute per step "
              f"({after:.1f} ms), against the slowest rank's {which} step")
     return Estimate(S - after, S, basis)

@@ -15,7 +15,7 @@ from tracelint.trace.compiled import GraphBreak, graph_breaks, step_compilations
 from tracelint.trace.kernels import CONV, LAYOUT_CONVERSION, memory_layout
 from tracelint.trace.metrics import is_optimizer
 from tracelint.trace.model import KERNEL
-from tracelint.trace.recording import step_ms
+from tracelint.trace.recording import step_basis_ms
 from tracelint.trace.rule import TraceRule
 from tracelint.trace.rules._common import finding, in_few_steps, kernel_location, launched_under, ms, pct
 from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, Verdict
@@ -239,8 +239,8 @@ class UnfusedMemoryBoundKernels(TraceRule):
                  "without the profiler, 1.74x)" if conv_net else
                  "what compiling saved on the project's GPT-2-small fixture (bf16, H200: 34.1 -> 29.5 ms per step "
                  "without the profiler, 1.16x)")
-        unprofiled = M.UNPROFILED_STEP_MS.of(m)
-        step = (unprofiled or step_ms(m) or 0.0) * 1000.0
+        step, unprofiled = step_basis_ms(m)
+        step = (step or 0.0) * 1000.0
         of_step = f" ({pct(100.0 * saving / step)} of the {ms(step)} step{'' if unprofiled else ' as profiled'})" \
             if step else ""
         top_name, top = max(by_name.items(), key=lambda kv: sum(g.end - g.start for g in kv[1]))
