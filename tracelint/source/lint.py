@@ -189,7 +189,7 @@ def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[typ
     ctx.factories = run.factories if run is not None else {}
     ctx.parameter_modules = run.parameters if run is not None else {}
     ctx.argument_kinds = run.arguments if run is not None else {}
-    project_calls = found is None or PROJECT_CALL in found or bool(run and run.parameters and PARAMETER_CALL in found)
+    project_calls = _follows_calls(found, run)
     found = run_rules(ctx, [cls(ctx) for cls in active])
     if run is not None:
         from tracelint.source.semantic.steps import facts
@@ -363,8 +363,7 @@ def _lint_document(doc: PythonDocument | NotebookDocument, config: Config, fix: 
     found = look.sites if run is None or not (run.entries or run.pinned) else None
     codes = (code for code, rule_doc in catalog().items() if "source" in rule_doc.implemented_by)
     if found is not None and not any(may_report(code, found) for code in codes if wanted(code)):
-        # a module passed in makes a call on a parameter a call of another file (``converter.decode(...)``)
-        if run is None or PROJECT_CALL not in found and not (run.parameters and PARAMETER_CALL in found):
+        if run is None or not _follows_calls(found, run):
             # no rule reports here whatever the run tells it of devices: none to tell (runcalls.resolve)
             told = _told(RunCalls(look.defines, sync_sites=False), doc) if run is not None else None
             return [FileChecked(display)], told, True
@@ -405,6 +404,14 @@ def _lint_document(doc: PythonDocument | NotebookDocument, config: Config, fix: 
         calls = replace(calls, sync_sites=False)
     return ([*outcome.findings, *outcome.errors, done], _told(calls, doc) if calls is not None else None,
             outcome.lasting)
+
+
+def _follows_calls(found: frozenset[str] | None, run: _Run | None) -> bool:
+    """Whether the file may call code of another file per step, which a run of several files follows: not screened,
+    a per-step call of a project function, or (a module passed in makes a call on a parameter a call of another
+    file: ``converter.decode(...)``) a per-step call on a parameter of a function other files pass modules to."""
+    return found is None or PROJECT_CALL in found or bool(run is not None and run.parameters and
+                                                          PARAMETER_CALL in found)
 
 
 def _told(calls: RunCalls, doc) -> RunCalls:
