@@ -113,6 +113,38 @@ def test_one_sync_per_block_boundary(tmp_path):
     assert calls == [1, 2, 5, 7, 10]
 
 
+def test_memory_at_block_boundaries_and_the_peak_stored(tmp_path, monkeypatch):
+    """Issue #40: on CUDA the record carries memory_allocated() at each block boundary and the allocator's peak when
+    the last block closed; faked here (CPU torch) by a device whose footprint grows 2 MiB per step."""
+    from types import SimpleNamespace
+
+    sched = torch.profiler.schedule(wait=3, warmup=1, active=1, repeat=1)
+    with tracelint.profile(activities=CPU, schedule=sched, on_trace_ready=lambda p: None) as prof:
+        monkeypatch.setattr(type(prof), "_tl_sync_name", property(lambda self: "cuda"))
+        prof._tl_sync = lambda: None
+        monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: (100 + 2 * prof.step_num) * 2**20)
+        monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: 321 * 2**20)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(torch.cuda, "get_device_properties",
+                            lambda i: SimpleNamespace(total_memory=80 * 2**30))
+        for _ in range(6):
+            prof.step()
+        record = prof.tracelint_metadata()["unprofiled"]
+    # the block of steps 1-2 is entered after step 0 (step_num 1) and left before step 3 (step_num 2 at its close)
+    (block,) = record["blocks"]
+    assert (block["first_step"], block["steps"], block["allocated_mib"]) == (1, 2, [102.0, 104.0])
+    assert record["max_allocated_mib"] == 321.0 and record["device_total_mib"] == 80 * 1024.0
+
+
+def test_cpu_only_records_no_memory(tmp_path):
+    sched = torch.profiler.schedule(wait=2, warmup=1, active=1, repeat=1)
+    with tracelint.profile(activities=CPU, schedule=sched, on_trace_ready=lambda p: None) as prof:
+        for _ in range(5):
+            prof.step()
+        record = prof.tracelint_metadata()["unprofiled"]
+    assert record["blocks"] and "allocated_mib" not in record["blocks"][0] and "max_allocated_mib" not in record
+
+
 def test_without_schedule_only_settings(tmp_path):
     path = tmp_path / "t.json"
     with tracelint.profile(activities=CPU, profile_memory=True, on_trace_ready=None) as prof:

@@ -29,7 +29,8 @@ What is stored: the top-level key ``"tracelint"`` of the exported Chrome trace J
                    "with_modules": false, "activities": ["CPU", "CUDA"],
                    "schedule": {"skip_first": 0, "wait": 5, "warmup": 2, "active": 3, "repeat": 0, ...}},
       "unprofiled": {"steps": 4, "step_ms": 28.41, "sync": "cuda",
-                     "blocks": [{"first_step": 1, "steps": 4, "ms": 113.6}]}
+                     "blocks": [{"first_step": 1, "steps": 4, "ms": 113.6, "allocated_mib": [585.2, 585.2]}],
+                     "max_allocated_mib": 1210.4, "device_total_mib": 143156.1}
     }
 
 ``tracelint run`` adds ``"warmup"``: the step times it took, one device synchronization per step, until the
@@ -53,6 +54,11 @@ Definitions:
   ``skip_first`` steps after step 0 are timed: choose ``wait`` large enough that warm-up costs wash out, or read
   the per-block values.
 - ``recording_from_step`` is the first step the exported cycle recorded (its ``ProfilerStep#N``).
+- Memory (CUDA only, issue #40): a block's ``allocated_mib`` is ``torch.cuda.memory_allocated()`` at its two
+  boundaries, after their synchronize (their difference over the block's steps is the unprofiled growth per step);
+  ``max_allocated_mib`` is ``torch.cuda.max_memory_allocated()`` when the last block closed: the allocator's peak
+  since the process started (or since the script last reset it), before any step of the exported cycle was
+  recorded; ``device_total_mib`` the device's memory. The peak statistics are read, never reset.
 - ``unprofiled_step_ms`` (``"step_ms"``) = the total time of the unprofiled blocks / their number of steps. The
   blocks are those completed before the exported cycle started recording (the last 64 at most).
 
@@ -111,6 +117,8 @@ def _profile_class():
             self._tl_open: tuple[int, float] | None = None  # (first step, perf_counter) of the running block
             self._tl_sync = _sync_function(torch, self.use_device)
             self._tl_waits = None  # CollectiveWaits, from the first block that runs under torch.distributed
+            self._tl_mem_open: int | None = None  # device memory allocated when the running block started
+            self._tl_peak: int | None = None  # the allocator's peak when the last block closed
             self.tracelint_extra: dict = {}  # keys the driver adds to the record (tracelint run: "warmup")
 
         # -- timing ------------------------------------------------------------------------------------------
@@ -122,6 +130,7 @@ def _profile_class():
                     and self.current_action == ProfilerAction.NONE):
                 self._tl_sync_now()  # entering a block (or still in the one step 0 started): time from here
                 self._tl_waits_call("open")  # before the clock starts: the first call sets the waits up
+                self._tl_mem_open = self._tl_memory()
                 self._tl_open = (self.step_num, time.perf_counter())
 
         def stop(self) -> None:
@@ -139,9 +148,18 @@ def _profile_class():
             steps = self.step_num + 1 - first
             self._tl_open = None
             if steps > 0:
-                self._tl_blocks.append({"first_step": first, "steps": steps, "ms": round(ms, 4)})
+                block = {"first_step": first, "steps": steps, "ms": round(ms, 4)}
+                closed = self._tl_memory()
+                if closed is not None and self._tl_mem_open is not None:
+                    block["allocated_mib"] = [_mib(self._tl_mem_open), _mib(closed)]
+                    self._tl_peak = torch.cuda.max_memory_allocated()
+                self._tl_blocks.append(block)
                 del self._tl_blocks[:-MAX_BLOCKS]
             self._tl_waits_call("close", first, steps, ms)  # after the block's time is taken
+
+        def _tl_memory(self) -> int | None:
+            """Device memory allocated now (after the block boundary's synchronize), or None off CUDA."""
+            return torch.cuda.memory_allocated() if self._tl_sync_name == "cuda" else None
 
         def _tl_waits_call(self, what: str, *args: Any) -> None:
             try:
@@ -184,6 +202,10 @@ def _profile_class():
                     "sync": self._tl_sync_name,
                     "blocks": list(self._tl_blocks),
                 }
+                if self._tl_peak is not None:
+                    doc["unprofiled"]["max_allocated_mib"] = _mib(self._tl_peak)
+                    doc["unprofiled"]["device_total_mib"] = _mib(torch.cuda.get_device_properties(
+                        torch.cuda.current_device()).total_memory)
                 if self._tl_waits is not None:
                     doc["distributed"] = self._tl_waits.record()
             return {**doc, **self.tracelint_extra}
@@ -196,6 +218,10 @@ def _profile_class():
     TracelintProfile.__qualname__ = "TracelintProfile"
     _CLASS = TracelintProfile
     return _CLASS
+
+
+def _mib(n: int) -> float:
+    return round(n / 2**20, 1)
 
 
 def _sync_function(torch, use_device):
