@@ -48,11 +48,13 @@ PAIRS = (
     ("compiled_recompile", "compiled_recompile_fixed", "TL504"),
 )
 BAR = 0.25  # the estimated gain within this share of the measured gain
-# 2-GPU jobs (fixtures/traces/ddp36, recorded on 2 x H200 with rank 0's ground truth in its manifest.json)
+# 2-GPU jobs (fixtures/traces/ddp36 and ddp38, recorded on 2 x H200 with rank 0's ground truth in their
+# manifest.json); ddp38's straggler (rank 1 sleeps 30 ms per step) against its balanced twin recorded beside it
 JOBS = (
-    ("dataparallel", "ddp_default", "TL605"),
-    ("ddp_accum", "ddp_accum_no_sync", "TL606"),
-    ("fsdp2_accum", "fsdp2_accum_no_sync", "TL606"),
+    ("ddp36", "dataparallel", "ddp_default", "TL605"),
+    ("ddp36", "ddp_accum", "ddp_accum_no_sync", "TL606"),
+    ("ddp36", "fsdp2_accum", "fsdp2_accum_no_sync", "TL606"),
+    ("ddp38", "ddp_straggler", "ddp_default", "TL602"),
 )
 
 
@@ -77,12 +79,15 @@ def jobs() -> list[dict]:
     from tracelint.trace.analyze import analyze_paths
     from tracelint.trace.report import Report
 
-    folder = TRACES / "ddp36"
-    manifest = json.loads((folder / "manifest.json").read_text())["jobs"]
-    return [_row(f"ddp36/{bad} → {fixed}", code, *(manifest[n]["ranks"]["0"]["ground_truth"] for n in (bad, fixed)),
-                 [f for r in analyze_paths([folder / bad]) if isinstance(r, Report) for f in r.findings
-                  if f.code == code])
-            for bad, fixed, code in JOBS]
+    rows = []
+    for job, bad, fixed, code in JOBS:
+        folder = TRACES / job
+        manifest = json.loads((folder / "manifest.json").read_text())["jobs"]
+        rows.append(_row(f"{job}/{bad} → {fixed}", code,
+                         *(manifest[n]["ranks"]["0"]["ground_truth"] for n in (bad, fixed)),
+                         [f for r in analyze_paths([folder / bad]) if isinstance(r, Report) for f in r.findings
+                          if f.code == code]))
+    return rows
 
 
 def _row(pair: str, code: str, before: dict, after: dict, found: list) -> dict:
