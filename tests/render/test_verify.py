@@ -90,3 +90,15 @@ def test_gitlab_describes_each_measured_finding_with_its_speedup():
 def test_a_finding_without_a_measurement_keeps_its_message():
     assert measured_message(FINDING, "") == FINDING.message
     assert measured_message(FINDING, "cell 2, line 3") == f"{FINDING.message} (cell 2, line 3)"
+
+
+def test_the_finding_words_give_the_pairs_of_processes_range():
+    """Issue #38 item 4: beside verify's interval, how far apart its pairs of processes measured (the loader run's
+    pinned-memory fix: 1.43, 1.50 and 1.56x, fixtures/run/verified/loader_item_verify.json)."""
+    from tracelint.engine.display import verification_words
+
+    measured = {"status": "confirmed", "speedup": 1.4956, "ci95": [1.3326, 1.6785], "baseline_ms": 46.2933,
+                "fixed_ms": 34.4884, "pair_speedups": [1.4252, 1.5011, 1.5636]}
+    assert verification_words(measured) == ("confirmed, 1.50× (CI 1.33–1.68; 46.29 → 34.49 ms/step; its 3 pairs of "
+                                            "processes 1.43–1.56×)")
+    assert "pairs" not in verification_words(dict(measured, pair_speedups=[1.5]))

@@ -202,6 +202,22 @@ def test_the_report_states_pairs_and_rounds():
     assert "4 in 2 pairs (budget)" in text and "warmed up 2 steps" in text
     assert "at least 3 rounds in each of 2 pairs of processes" in text
     assert "geometric mean of the pairs' speedups" in text
+    # issue #38 item 4: the spread between the pairs of processes beside the interval, and between the baseline's
+    # processes (one process here: none)
+    words = ", ".join(f"{x:.2f}×" for x in measured["pair_speedups"])
+    assert f"its 2 pairs of processes measured {words}" in text
+    assert doc["baseline"]["between_process_pct"] is None and "between its" not in text
+
+
+def test_the_baseline_processes_spread_is_reported():
+    """Two baseline processes whose median steps are 10.1 and 11.1 ms: 100 × 1.0 / 10.6 = 9.4 % apart."""
+    v = synthetic()
+    runs = (RunOutcome(True, (10.0, 10.1, 10.2), (2.0,), device="GPU X", torch="2.x"),
+            RunOutcome(True, (11.0, 11.1, 11.2), (2.0,), device="GPU X", torch="2.x"))
+    v = replace(v, baseline_runs=runs)
+    doc = json.loads(report([v], "json"))["verify"][0]
+    assert doc["baseline"]["between_process_pct"] == pytest.approx(100 * 1.0 / 10.6, abs=0.05)
+    assert "; between its 2 processes 9.4%" in report([v])
 
 
 def test_the_command_passes_pairs(monkeypatch):

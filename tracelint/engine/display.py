@@ -46,12 +46,16 @@ def format_metric(key: str, value: object) -> str:
 def verification_words(measured: dict) -> str:
     """What ``tracelint verify`` measured for a finding (its ``verification`` detail) in words: 'confirmed, 1.43×
     (CI 1.40–1.46; 10.10 → 7.05 ms/step)', 'small, 1.01× (CI 1.00–1.02; ...)', 'no effect larger than ±2.0% (...)'
-    or 'failed (why)'."""
+    or 'failed (why)'; with several pairs of processes, the range of their speedups after the step times ('...;
+    its 3 pairs of processes 1.43–1.56×')."""
     status, speedup = measured.get("status"), measured.get("speedup")
     if speedup is None:
         reason = measured.get("reason")
         return f"{status}" + (f" ({reason})" if reason else "")
     ms = f"{measured['baseline_ms']:.2f} → {measured['fixed_ms']:.2f} ms/step"
+    pairs = measured.get("pair_speedups") or []
+    if len(pairs) > 1:  # the spread between processes, beside the interval (issue #38 item 4)
+        ms += f"; its {len(pairs)} pairs of processes {min(pairs):.2f}–{max(pairs):.2f}×"
     ci, bound = measured.get("ci95"), measured.get("bound_pct")
     if status == "no-effect" and bound is not None:
         return f"no effect larger than ±{bound:.1f}% ({ms})"

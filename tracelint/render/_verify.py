@@ -26,8 +26,11 @@ def verify_block(target: dict) -> str:
         lines.append("note: timings on the CPU are not claims about a GPU (--device cpu is for testing the harness)")
     if baseline["status"] == "ok":
         count = sum(len(r) for r in baseline["runs_ms"])
+        between = baseline.get("between_process_pct")
+        processes = f"; between its {len(baseline['runs_ms'])} processes {between:.1f}%" if between is not None \
+            else ""
         lines.append(f"baseline: {_timing_cell(baseline['median_ms'], baseline['spread'])} ms/step over {count} "
-                     f"blocks; block-to-block noise ±{baseline['noise_pct']:.1f}%")
+                     f"blocks; block-to-block noise ±{baseline['noise_pct']:.1f}%{processes}")
     elif baseline["reason"] is not None:
         lines.append(f"baseline failed: {baseline['reason']}")
         lines.extend(_indented(baseline["stderr_tail"]))
@@ -60,6 +63,11 @@ def verify_block(target: dict) -> str:
             lines.append(f"  {entry['key']} also applies the fixes it exposes: {', '.join(follow_ups)}")
     for entry in skipped:
         lines.append(f"  {entry['location'] or entry['rule']} {entry['rule']} not measured: {entry['reason']}")
+    for entry in variants:
+        pairs = entry["verification"].get("pair_speedups") or []
+        if len(pairs) > 1:  # issue #38 item 4: the spread between processes beside the interval
+            lines.append(f"  {entry['key']}: its {len(pairs)} pairs of processes measured "
+                         f"{', '.join(f'{x:.2f}×' for x in pairs)}")
     for entry in variants:
         waited = _waited(entry["verification"].get("idle"))
         if waited:

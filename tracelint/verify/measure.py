@@ -10,6 +10,7 @@ import importlib.util
 import json
 import math
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -474,6 +475,7 @@ def target_dict(v: Verification) -> dict:
             "median_ms": _ms(baseline.pooled.median) if baseline else None,
             "spread": _range(baseline.pooled) if baseline else None,
             "runs_ms": [[_ms(b) for b in o.block_ms] for o in v.baseline_runs],
+            "between_process_pct": _between_processes(v.baseline_runs),
             "noise_pct": round(baseline.noise * 100, 2) if baseline else None,
             "reason": failed.reason if failed else None,
             "stderr_tail": failed.stderr_tail if failed else None,
@@ -559,6 +561,15 @@ def _location(row: Row) -> str | None:
 
 def _ms(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else round(value, 4)
+
+
+def _between_processes(runs: Sequence[RunOutcome]) -> float | None:
+    """How far apart the baseline's processes ran (issue #38 item 4): the range of their median step times over the
+    median of those medians, in percent; None with fewer than two processes that timed blocks."""
+    medians = [statistics.median(o.block_ms) for o in runs if o.block_ms]
+    if len(medians) < 2 or statistics.median(medians) <= 0:
+        return None
+    return round(100.0 * (max(medians) - min(medians)) / statistics.median(medians), 1)
 
 
 def _range(t: Timing | None) -> list[float | None] | None:
