@@ -19,9 +19,11 @@ _RUN = (
     click.option("--warmup", type=click.IntRange(0), default=2, show_default=True,
                  help="Steps the profiler runs without recording, before the recorded ones."),
     click.option("--active", type=click.IntRange(1), default=5, show_default=True, help="Steps recorded."),
-    click.option("--settings", type=click.Choice(["minimal", "stacks", "full"]), default="stacks", show_default=True,
+    click.option("--settings", type=click.Choice(["minimal", "stacks", "full", "memory"]), default="stacks",
+                 show_default=True,
                  help="What the profiler records: minimal (ops and kernels), stacks (+ Python stacks: source lines, "
-                      "the least that gives them), full (+ shapes and memory: the slowest)."),
+                      "the least that gives them), full (+ shapes and memory: the slowest), memory (stacks + memory: "
+                      "the memory timeline, growth per step, allocator churn, without shapes)."),
     click.option("--max-steps", type=click.IntRange(1), default=None, metavar="N",
                  help="Stop the script cleanly after N optimizer steps (default: it runs to its end)."),
     click.option("--no-step-timeout", type=click.FloatRange(0), default=300, show_default=True, metavar="SECONDS",

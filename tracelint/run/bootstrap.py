@@ -75,6 +75,8 @@ SETTINGS = {  # --settings: what torch.profiler records beyond the op and kernel
     "minimal": {},
     "stacks": {"with_stack": True},  # the least that gives a trace finding its source line
     "full": {"with_stack": True, "record_shapes": True, "profile_memory": True},
+    # issue #40: the [memory] events and the stacks that name the line allocating what is never freed; no shapes
+    "memory": {"with_stack": True, "profile_memory": True},
 }
 
 

@@ -20,12 +20,13 @@ BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the tracelint package the child imports
 TORCHRUN = ("torchrun",)
 TORCH_MISSING = "tracelint run: needs torch in this Python environment (pip install torch-tracelint[verify])"
-SETTINGS = ("minimal", "stacks", "full")
+SETTINGS = ("minimal", "stacks", "full", "memory")
 WINDOW_MARK = "-time-window."  # in the name of a time window's trace (bootstrap.py: <name>-time-window.<ns>)
 SETTINGS_WORDS = {
     "minimal": "ops and kernels only: no source lines",
     "stacks": "with_stack: the least that gives findings their source lines",
     "full": "with_stack, record_shapes and profile_memory: the most, and the slowest",
+    "memory": "with_stack and profile_memory: the memory timeline and the lines that allocate, without shapes",
 }
 
 
