@@ -257,6 +257,48 @@ HAS_STEPS = _declare(
 ALLOCATIONS_PER_STEP = _declare(
     "allocations_per_step", "count", "lower",
     "Device allocations ([memory] events with positive bytes) inside the steps, per step.")
+# The memory timeline (tracelint.trace.memory). "Allocated at a time": the Total Allocated of the device's last
+# [memory] event at or before it (before the first event: that event's Total Allocated minus its Bytes).
+MEMORY_GROWTH_BYTES_PER_STEP = _declare(
+    "memory_growth_bytes_per_step", "bytes", "lower",
+    "Allocated at the end of the last step minus allocated at the start of the first, divided by the number of "
+    "steps: memory that stays allocated a little more every step (None under 2 steps or without [memory] events).")
+MEMORY_GROWTH_STEPS = _declare(
+    "memory_growth_steps", "count", None, "The steps memory_growth_bytes_per_step is measured over.")
+MEMORY_UNFREED_BYTES_PER_STEP = _declare(
+    "memory_unfreed_bytes_per_step", "bytes", "lower",
+    "Bytes allocated in the steps but the last ([memory] events with positive Bytes) that no later event of the "
+    "same Addr frees within the trace, divided by the number of those steps; the last step's allocations are "
+    "freed by the step after it, which the trace does not hold (None under 2 steps or without Addr).")
+MEMORY_STEADY_ALLOCATED_BYTES = _declare(
+    "memory_steady_allocated_bytes", "bytes", None, "Median of the memory allocated at the start of each step.")
+PEAK_RESERVED_BYTES = _declare(
+    "peak_reserved_bytes", "bytes", None,
+    "Largest Total Reserved of the device's [memory] events: what the caching allocator held from the driver.")
+RESERVED_OVER_ALLOCATED_PCT = _declare(
+    "reserved_over_allocated_pct", "pct", "lower",
+    "peak_reserved_bytes minus peak_memory_bytes, as a percent of peak_memory_bytes: cache the allocator holds "
+    "beyond the most memory ever allocated at once (fragmentation, or a footprint that changes shape).")
+MEMORY_PEAK_PHASE = _declare(
+    "memory_peak_phase", "label", None,
+    "Where the first event at peak_memory_bytes happens: backward (inside an autograd op on its thread: the "
+    "engine's evaluate_function, a grad node), optimizer (inside an Optimizer.step#… or Optimizer.zero_grad#… "
+    "range), else forward inside a step, other outside the steps or in a trace without steps.")
+MEMORY_PEAK_OP = _declare(
+    "memory_peak_op", "label", None,
+    "The innermost op enclosing that event on its thread, allocation-only ops (aten::empty, aten::empty_strided, "
+    "…) skipped.")
+DEVICE_MALLOCS_PER_STEP = _declare(
+    "device_mallocs_per_step", "count", "lower",
+    "Calls by which the caching allocator takes memory from the driver (cudaMalloc, cudaMallocAsync, cuMemAlloc, "
+    "hipMalloc, …) made inside the steps, per step (None without [memory] events).")
+DEVICE_FREES_PER_STEP = _declare(
+    "device_frees_per_step", "count", "lower",
+    "The same for the calls that give it back (cudaFree, cudaFreeAsync, cuMemFree, hipFree, …).")
+EMPTY_CACHE_CALLS_PER_STEP = _declare(
+    "empty_cache_calls_per_step", "count", "lower",
+    "torch.cuda.empty_cache() calls (python_function frames torch/cuda/memory.py(…): empty_cache) made inside the "
+    "steps, per step (None without Python stacks or without [memory] events).")
 MEAN_KERNEL_US = _declare("mean_kernel_us", "us", None, "kernel_time_us divided by kernel_count.")
 COMPILED_KERNEL_PCT = _declare(
     "compiled_kernel_pct", "pct", None,

@@ -53,7 +53,7 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
                 model.problems[key] = (count, first + offset)
         offset += seen
     (steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, annotations, ranges, shaped, comm_ops,
-     pipelining) = lists[:-1]
+     pipelining, empty_cache) = lists[:-1]
     meta = meta_source() if meta_source else {}
     meta = meta if isinstance(meta, dict) else {}
     _read_meta(model, meta)
@@ -68,6 +68,8 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
     comm_ops.sort(key=itemgetter(1))
     model.comm_ops = _records(CommOp, comm_ops)
     model.pipelining_frames = sum(pipelining)
+    empty_cache.sort(key=itemgetter(1))
+    model.empty_cache_calls = empty_cache
     model.annotations = frozenset(annotations)
     shaped.sort(key=by_start)
     model.shaped_ops = _records(ShapedOp, shaped)

@@ -79,14 +79,19 @@ def parse_user_frame(name: str) -> tuple[str, int, str] | None:
 
 
 PIPELINING = "pipelining"  # what _frame gives for a frame of torch.distributed.pipelining
+EMPTY_CACHE = "empty_cache"  # ... and for torch.cuda.empty_cache() (torch/cuda/memory.py(212): empty_cache)
 
 
 @lru_cache(maxsize=65536)
 def _frame(name: str) -> tuple[str, int, str] | str | None:
     """A python_function frame's user-code (file, line, function), PIPELINING for a frame of torch's pipelining
-    schedules and stages (counted: the trace of a pipeline stage), else None."""
+    schedules and stages (counted: the trace of a pipeline stage), EMPTY_CACHE for a call of
+    torch.cuda.empty_cache() (kept: where the allocator hands its cache back), else None."""
+    path = name.replace("\\", "/")
+    if path.endswith("): empty_cache") and "torch/cuda/memory.py(" in path:
+        return EMPTY_CACHE
     user = parse_user_frame(name)
-    if user is None and "torch/distributed/pipelining/" in name.replace("\\", "/"):
+    if user is None and "torch/distributed/pipelining/" in path:
         return PIPELINING
     return user
 
@@ -240,12 +245,13 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     build and to pickle between processes; build.py makes them records): steps, ops, runtime calls, raw GPU
     events, syncs, frames, memory samples, the collective args of communication kernels (``_collective_args``), the
     names of annotation ops, the counter names of each CUPTI range-profiler event, the GEMM ops with their input
-    shapes (ShapedOp), the ``record_param_comms`` ops (CommOp), the count of torch.distributed.pipelining frames, and
-    (events seen, {reason:
+    shapes (ShapedOp), the ``record_param_comms`` ops (CommOp), the count of torch.distributed.pipelining frames, the
+    (tid, start) of the torch.cuda.empty_cache() frames, and (events seen, {reason:
     [count, index of the first event]}) of the events dropped or partly ignored."""
     names: dict = {}  # str -> str (and a range's counter names -> themselves)
     intern = names.setdefault
-    ops, runtime, gpu_raw, syncs, frames, memory, steps, comms, ranges, shaped, comm_ops = ([] for _ in range(11))
+    ops, runtime, gpu_raw, syncs, frames, memory, steps, comms, ranges, shaped, comm_ops, empty_cache = (
+        [] for _ in range(12))
     pipelining = [0]  # frames of torch.distributed.pipelining (one count per part of a parallel read)
     watched = SHAPED_OPS | {COMM_OP}
     annotations: set[str] = set()
@@ -306,9 +312,13 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
             if kind == _INSTANT:
                 # Device Type 0 is the CPU allocator; CUDA (and ROCm, which PyTorch reports as CUDA) is 1.
                 if args.get("Device Type", 0) != 0:
-                    total = args.get("Total Allocated")
+                    try:
+                        tid = _tid(e.get("tid"))
+                    except _Bad:  # a sample is kept without its thread
+                        tid = None
                     memory.append((ts, int64(args.get("Device Id")) or 0, int64(args.get("Bytes")) or 0,
-                                   None if total is None else int64(total)))
+                                   int64(args.get("Total Allocated")), int64(args.get("Total Reserved")),
+                                   int64(args.get("Addr")), tid))
                 return
             end = ts + _duration(e.get("dur"))
             if kind == _GPU:
@@ -356,6 +366,8 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                 user = _frame(name) if "): " in name else None
                 if user is PIPELINING:
                     pipelining[0] += 1
+                elif user is EMPTY_CACHE:
+                    empty_cache.append((tid, ts + 0.0))
                 elif user is not None:
                     frames.append((tid, ts, end, *user))
         except _Bad as bad:
@@ -386,7 +398,7 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
         kinds, gpu_kind, intern_, watched_ = _CATEGORY, _GPU_KIND, intern, watched
         add_op_, add_call_, add_gpu_, add_memory_, add_frame_ = add_op, add_call, add_gpu, add_memory, add_frame
         add_sync, add_annotation, frame_of, stack_of_ = syncs.append, annotations.add, _frame, stack_of
-        add_step, add_shaped, loads = steps.append, shaped.append, orjson.loads
+        add_step, add_shaped, loads, add_empty_cache = steps.append, shaped.append, orjson.loads, empty_cache.append
         int__ = int
         lo_, hi_, max_dur_, i64_ = lo, hi, max_dur, i64
         unset = UNSET
@@ -416,6 +428,9 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                 ts += 0.0
                 if not (lo_ <= ts <= hi_ and 0 <= dur <= max_dur_):
                     return i
+                if user is EMPTY_CACHE:
+                    add_empty_cache((tid, ts))
+                    continue
                 add_frame_((tid, ts, ts + dur, *user))
                 continue
             if kind == _OP or kind == _ANNOTATION:
@@ -493,14 +508,21 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                     return i
                 if device_type != 0:
                     device, nbytes, total = args.device_id, args.alloc_bytes, args.total_allocated
+                    reserved, addr, tid = args.total_reserved, args.addr, e.tid
                     if total is unset:
                         total = None
+                    if reserved is unset:
+                        reserved = None
+                    if addr is unset:
+                        addr = None
                     if not (device.__class__ is int__ and -i64_ <= device < i64_
                             and nbytes.__class__ is int__ and -i64_ <= nbytes < i64_
                             and (total is None or (total.__class__ is int__ and -i64_ <= total < i64_))
-                            and lo_ <= ts <= hi_):
+                            and (reserved is None or (reserved.__class__ is int__ and -i64_ <= reserved < i64_))
+                            and (addr is None or (addr.__class__ is int__ and -i64_ <= addr < i64_))
+                            and tid is not None and lo_ <= ts <= hi_):
                         return i
-                    add_memory_((ts + 0, device, nbytes, total))
+                    add_memory_((ts + 0, device, nbytes, total, reserved, addr, tid))
                 continue
             if kind == _SYNC:
                 name, args, ts, dur = e.name, e.args, e.ts, e.dur
@@ -558,6 +580,9 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                 if not (lo <= ts <= hi and 0 <= dur <= max_dur and name.__class__ is str_
                         and (tid.__class__ is int_ or tid.__class__ is str_)):
                     raise _Slow
+                if user is EMPTY_CACHE:
+                    empty_cache.append((tid, ts))
+                    continue
                 add_frame((tid, ts, ts + dur, *user))
                 continue
             if kind == _OP or kind == _ANNOTATION:
@@ -624,11 +649,17 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                         device = args["Device Id"]
                         nbytes = args["Bytes"]
                         total = args.get("Total Allocated")
+                        reserved = args.get("Total Reserved")
+                        addr = args.get("Addr")
+                        tid = e["tid"]
                         if not (lo <= ts <= hi and device.__class__ is int_ and -i64 <= device < i64
                                 and nbytes.__class__ is int_ and -i64 <= nbytes < i64
-                                and (total is None or (total.__class__ is int_ and -i64 <= total < i64))):
+                                and (total is None or (total.__class__ is int_ and -i64 <= total < i64))
+                                and (reserved is None or (reserved.__class__ is int_ and -i64 <= reserved < i64))
+                                and (addr is None or (addr.__class__ is int_ and -i64 <= addr < i64))
+                                and (tid.__class__ is int_ or tid.__class__ is str_)):
                             raise _Slow
-                        add_memory((ts, device, nbytes, total))
+                        add_memory((ts, device, nbytes, total, reserved, addr, tid))
                 continue
         except (_Slow, TypeError, KeyError, AttributeError):
             pass
@@ -642,6 +673,7 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
     memory.sort(key=itemgetter(0))
     shaped.sort(key=by_start)
     comm_ops.sort(key=itemgetter(1))
+    empty_cache.sort(key=itemgetter(1))
     return (steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, sorted(annotations), ranges, shaped,
-            comm_ops, pipelining, (seen, {key: tuple(v) for key, v in problems.items()}))
+            comm_ops, pipelining, empty_cache, (seen, {key: tuple(v) for key, v in problems.items()}))
 

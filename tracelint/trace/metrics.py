@@ -17,9 +17,20 @@ from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
 from tracelint.engine.thresholds import default as threshold_default
 from tracelint.trace.analysis import Gap, StepStats, TraceAnalysis
 from tracelint.trace.intervals import merge, overlap
-from tracelint.trace.model import D2H, H2D, KERNEL, MEMCPY, PAGEABLE, PINNED, SYNC_CALLS, GpuEvent, TraceModel
+from tracelint.trace.model import (
+    D2H,
+    H2D,
+    KERNEL,
+    MEMCPY,
+    PAGEABLE,
+    PINNED,
+    SYNC_CALLS,
+    GpuEvent,
+    TraceModel,
+    is_backward,
+    is_optimizer,
+)
 
-_BACKWARD = re.compile(r"Backward\d*$")
 _CORE_NAMESPACES = frozenset({"aten", "prim", "prims", "c10d", "c10", "torch", "autograd", "cuda", "cudnn", "miopen",
                               "mkldnn", "quantized", "profiler", "inductor", "_c10d_functional", "c10d_functional",
                               "_quantized", "sparse", "fbgemm", "nccl"})
@@ -51,19 +62,12 @@ def _r(x: float | None, digits: int = 1) -> float | None:
     return None if x is None else round(x, digits)
 
 
+def _whole(x: float | None) -> int | None:
+    return None if x is None else round(x)
+
+
 def is_dataloader_next(name: str) -> bool:
     return "DataLoader" in name and "__next__" in name
-
-
-def is_optimizer(name: str) -> bool:
-    return name.startswith(("Optimizer.step#", "Optimizer.zero_grad#"))
-
-
-@lru_cache(maxsize=65536)
-def is_backward(name: str) -> bool:
-    """An autograd op: the engine's evaluate_function, a grad node (``MmBackward0``), or AccumulateGrad."""
-    return (name.startswith("autograd::engine::evaluate_function") or name.endswith("AccumulateGrad")
-            or (not name.startswith("aten::") and _BACKWARD.search(name) is not None))
 
 
 def is_host_sync(name: str) -> bool:
@@ -123,7 +127,7 @@ def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_
     compiled_metrics(analysis, launched, n_windows)
     analysis.steps.extend(_step_stats(model, launched, device))
     _step_metrics(m, analysis.steps, n_windows)
-    _memory_metrics(m, model, device, n_windows)
+    _memory_metrics(m, analysis, n_windows)
     from tracelint.trace.recording import recording_metrics
 
     recording_metrics(m, analysis.recording)
@@ -409,20 +413,33 @@ def _step_metrics(m: dict, steps: list[StepStats], n_windows: int) -> None:
     m["host_syncs_per_step"] = round(sum(s.host_syncs for s in steps) / n_windows, 2)
 
 
-def _memory_metrics(m: dict, model: TraceModel, device: int | None, n_windows: int) -> None:
-    samples = [s for s in model.memory if device is None or s.device == device]
-    totals = [s.total_allocated for s in samples if s.total_allocated is not None]
-    peak = max(totals) if totals else None
+def _memory_metrics(m: dict, analysis: TraceAnalysis, n_windows: int) -> None:
+    from tracelint.trace.memory import memory_of
+
+    model, device = analysis.model, analysis.device
+    timeline = memory_of(analysis)
+    peak = timeline.peak_allocated_bytes
     props = model.devices.get(device) if device is not None else None
     total_mem = props.total_memory_bytes if props else None
     m["peak_memory_bytes"] = peak
     m["device_memory_bytes"] = total_mem
     m["peak_memory_pct"] = _pct(peak, total_mem)
-    if samples:
+    if any(device is None or s.device == device for s in model.memory):
         allocs = sum(_allocations_per_step(model, device))
         m["allocations_per_step"] = round(allocs / n_windows, 1)
     else:
         m["allocations_per_step"] = None
+    m["memory_growth_bytes_per_step"] = _whole(timeline.growth_bytes_per_step)
+    m["memory_growth_steps"] = timeline.steps if timeline.growth_bytes_per_step is not None else None
+    m["memory_unfreed_bytes_per_step"] = _whole(timeline.unfreed_bytes_per_step)
+    m["memory_steady_allocated_bytes"] = _whole(timeline.steady_allocated_bytes)
+    m["peak_reserved_bytes"] = timeline.peak_reserved_bytes
+    m["reserved_over_allocated_pct"] = _r(timeline.reserved_over_allocated_pct, 2)
+    m["memory_peak_phase"] = timeline.peak_phase
+    m["memory_peak_op"] = timeline.peak_op
+    m["device_mallocs_per_step"] = _r(timeline.mallocs_per_step, 2)
+    m["device_frees_per_step"] = _r(timeline.frees_per_step, 2)
+    m["empty_cache_calls_per_step"] = _r(timeline.empty_cache_per_step, 2)
 
 
 def _allocations_per_step(model: TraceModel, device: int | None) -> list[int]:

@@ -11,6 +11,7 @@ tuple is both the cheapest to build and the smallest to keep.
 """
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -26,6 +27,21 @@ SYNC_CALLS = frozenset({
     "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
     "cudaMemcpy", "hipMemcpy", "hipMemcpyWithStream", "cudaMemcpy2D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
 })
+
+_BACKWARD = re.compile(r"Backward\d*$")
+
+
+def is_optimizer(name: str) -> bool:
+    """An optimizer's record_function range: ``Optimizer.step#AdamW.step``, ``Optimizer.zero_grad#…``."""
+    return name.startswith(("Optimizer.step#", "Optimizer.zero_grad#"))
+
+
+@lru_cache(maxsize=65536)
+def is_backward(name: str) -> bool:
+    """An autograd op: the engine's evaluate_function, a grad node (``MmBackward0``), or AccumulateGrad."""
+    return (name.startswith("autograd::engine::evaluate_function") or name.endswith("AccumulateGrad")
+            or (not name.startswith("aten::") and _BACKWARD.search(name) is not None))
+
 
 class Op(NamedTuple):
     """A CPU op or annotation (cpu_op, user_annotation, Operator) on one host thread."""
@@ -187,12 +203,17 @@ class Frame(NamedTuple):
 
 
 class MemorySample(NamedTuple):
-    """A ``[memory]`` instant event of a device allocator: ``bytes`` > 0 allocates, < 0 frees."""
+    """A ``[memory]`` instant event of a device allocator: ``bytes`` > 0 allocates, < 0 frees; the totals are the
+    allocator's after it; ``addr`` is the block's address (a free names the address its allocation had); ``tid`` the
+    host thread that allocated or freed. PyTorch <= 1.9 writes neither totals nor addresses."""
 
     ts: float
     device: int
     bytes: int
     total_allocated: int | None
+    total_reserved: int | None = None
+    addr: int | None = None
+    tid: object = None
 
 
 class Step(NamedTuple):
@@ -222,6 +243,7 @@ class TraceModel:
     syncs: list[SyncEvent] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
     memory: list[MemorySample] = field(default_factory=list)
+    empty_cache_calls: list[tuple] = field(default_factory=list)  # (tid, start) of torch.cuda.empty_cache frames
     devices: dict[int, DeviceProps] = field(default_factory=dict)  # by HIP/CUDA ordinal, as deviceProperties lists
     device_agents: dict[int, int] = field(default_factory=dict)  # ordinal -> the ROCm agent index the trace wrote
     collectives: dict[int, CollectiveArgs] = field(default_factory=dict)  # by the kernel's correlation id
