@@ -508,21 +508,15 @@ def collect(chunks: Iterable[list[dict]]) -> tuple[list, ...]:
                     return i
                 if device_type != 0:
                     device, nbytes, total = args.device_id, args.alloc_bytes, args.total_allocated
-                    reserved, addr, tid = args.total_reserved, args.addr, e.tid
                     if total is unset:
                         total = None
-                    if reserved is unset:
-                        reserved = None
-                    if addr is unset:
-                        addr = None
                     if not (device.__class__ is int__ and -i64_ <= device < i64_
                             and nbytes.__class__ is int__ and -i64_ <= nbytes < i64_
                             and (total is None or (total.__class__ is int__ and -i64_ <= total < i64_))
-                            and (reserved is None or (reserved.__class__ is int__ and -i64_ <= reserved < i64_))
-                            and (addr is None or (addr.__class__ is int__ and -i64_ <= addr < i64_))
-                            and tid is not None and lo_ <= ts <= hi_):
+                            and lo_ <= ts <= hi_):
                         return i
-                    add_memory_((ts + 0, device, nbytes, total, reserved, addr, tid))
+                    # (Total Reserved and Addr are typed: the decode checked them)
+                    add_memory_((ts + 0, device, nbytes, total, args.total_reserved, args.addr, e.tid))
                 continue
             if kind == _SYNC:
                 name, args, ts, dur = e.name, e.args, e.ts, e.dur

@@ -58,8 +58,9 @@ else:
         device_id: Any = field(default=UNSET, name="Device Id")
         alloc_bytes: Any = field(default=UNSET, name="Bytes")
         total_allocated: Any = field(default=UNSET, name="Total Allocated")
-        total_reserved: Any = field(default=UNSET, name="Total Reserved")
-        addr: Any = field(default=UNSET, name="Addr")
+        # typed: a value of another kind or beyond 64 bits sends the chunk to the dict reader (read as it reads it)
+        total_reserved: Int64 | None = field(default=None, name="Total Reserved")
+        addr: Int64 | None = field(default=None, name="Addr")
         # a GEMM op's shapes (collect._shapes), kept undecoded (None: absent), decoded by orjson for the few ops read
         input_dims: msgspec.Raw = field(default=None, name="Input Dims")
         input_types: msgspec.Raw = field(default=None, name="Input type")

@@ -13,12 +13,14 @@ fixtures: a loop keeping a validation output with its graph reads +64.08 MiB per
 from __future__ import annotations
 
 import statistics
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from itertools import compress
+from operator import countOf, indexOf, itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
-from tracelint.trace.model import MemorySample, Op, TraceModel, is_backward, is_optimizer
-from tracelint.trace.recording import recording_of
+from tracelint.trace.model import MemorySample, Op, RuntimeCall, TraceModel, is_backward, is_optimizer
+from tracelint.trace.recording import Recording, recording_of
 
 if TYPE_CHECKING:
     from tracelint.trace.analysis import TraceAnalysis
@@ -35,8 +37,13 @@ FORWARD, BACKWARD, OPTIMIZER, OTHER = "forward", "backward", "optimizer", "other
 # aten::_foreach_sqrt is the optimizer's sqrt).
 _ALLOCATING = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
                          "aten::new_empty_strided", "aten::resize_"})
+_ALLOCATOR_CALLS = DEVICE_MALLOCS | DEVICE_FREES
 TOP_SITES = 5
 _SCAN = 5000  # ops looked at backwards for the one enclosing a time (ops nest: the innermost is close)
+# MemorySample's fields by position (a tuple index is cheaper than a NamedTuple's attribute), and a call's name
+_TS, _DEVICE, _TOTAL_ALLOCATED, _TOTAL_RESERVED, _ADDR = (
+    itemgetter(MemorySample._fields.index(f)) for f in ("ts", "device", "total_allocated", "total_reserved", "addr"))
+_NAME = itemgetter(RuntimeCall._fields.index("name"))
 
 
 class UnfreedSite(NamedTuple):
@@ -87,26 +94,38 @@ class MemoryTimeline:
 
 def memory_of(analysis: TraceAnalysis) -> MemoryTimeline:
     """The memory timeline of an analysis' device, computed once per analysis (the metrics and rules share it)."""
-    return analysis.memo("memory", lambda a: memory_timeline(a.model, a.device))
+    return analysis.memo("memory", lambda a: memory_timeline(a.model, a.device, a.recording))
 
 
-def memory_timeline(model: TraceModel, device: int | None) -> MemoryTimeline:
-    """The memory timeline of ``device`` (None: every device's samples together) in a trace model."""
-    samples = [s for s in model.memory if device is None or s.device == device]  # sorted by ts
-    totals = [s for s in samples if s.total_allocated is not None]
+def memory_timeline(model: TraceModel, device: int | None, recording: Recording | None = None) -> MemoryTimeline:
+    """The memory timeline of ``device`` (None: every device's samples together) in a trace model; ``recording``:
+    the model's (recording_of), when the caller has it. A trace holds a sample per allocation and free (92,000 in
+    the 250 MB bench trace): the passes over them are map/itemgetter/compress, not Python loops."""
+    samples = model.memory  # sorted by ts
+    if device is not None and countOf(map(_DEVICE, samples), device) != len(samples):
+        samples = [s for s in samples if s.device == device]
+    totals = samples
+    try:
+        peak_bytes = max(map(_TOTAL_ALLOCATED, totals)) if totals else None
+    except TypeError:  # some sample without a total (None)
+        totals = [s for s in samples if s.total_allocated is not None]
+        peak_bytes = max(map(_TOTAL_ALLOCATED, totals)) if totals else None
+    if peak_bytes is None:  # (one sample, without a total)
+        totals = []
+    peak = totals[indexOf(map(_TOTAL_ALLOCATED, totals), peak_bytes)] if totals else None
+    try:
+        peak_reserved = max(map(_TOTAL_RESERVED, samples)) if samples else None
+    except TypeError:
+        peak_reserved = max((r for r in map(_TOTAL_RESERVED, samples) if r is not None), default=None)
     steps = model.steps
     at_steps: tuple[int, ...] = ()
     if totals and steps:
-        times = [s.ts for s in totals]
-        at_steps = tuple(_allocated_at(times, totals, t) for t in [*model.step_starts, steps[-1].end])
-    peak = max(totals, key=_total_allocated) if totals else None
-    reserved = [s.total_reserved for s in samples if s.total_reserved is not None]
+        at_steps = tuple(_allocated_at(totals, t) for t in [*model.step_starts, steps[-1].end])
     unfreed, unfreed_steps, sites = _unfreed(model, samples)
     n_windows = len(steps) or 1
-    per_step = (lambda count: count / n_windows) if samples else (lambda count: None)
     mallocs = frees = 0
-    for call in model.runtime:
-        if call.name in DEVICE_MALLOCS or call.name in DEVICE_FREES:
+    if samples:
+        for call in compress(model.runtime, map(_ALLOCATOR_CALLS.__contains__, map(_NAME, model.runtime))):
             if model.step_at(call.start) is not None:
                 if call.name in DEVICE_MALLOCS:
                     mallocs += 1
@@ -114,7 +133,7 @@ def memory_timeline(model: TraceModel, device: int | None) -> MemoryTimeline:
                     frees += 1
     # torch.cuda.empty_cache() shows as a python_function frame: counted where the trace has those frames (an
     # inferred with_stack may come from a PyTorch <= 1.9 "Call stack", which shows no such call)
-    recording = recording_of(model)
+    recording = recording or recording_of(model)
     stacks = bool(model.frames or model.empty_cache_calls) or (
         recording.settings["with_stack"] and "with_stack" not in recording.inferred)
     empty_cache = sum(1 for _, ts in model.empty_cache_calls if model.step_at(ts) is not None)
@@ -127,23 +146,19 @@ def memory_timeline(model: TraceModel, device: int | None) -> MemoryTimeline:
         peak=peak,
         peak_phase=_phase(model, peak) if peak is not None else None,
         peak_op=_op_name(_enclosing(model, peak.tid, peak.ts)) if peak is not None else None,
-        peak_reserved_bytes=max(reserved) if reserved else None,
+        peak_reserved_bytes=peak_reserved,
         unfreed_bytes_per_step=unfreed,
         unfreed_steps=unfreed_steps,
         sites=sites,
-        mallocs_per_step=per_step(mallocs),
-        frees_per_step=per_step(frees),
-        empty_cache_per_step=per_step(empty_cache) if stacks else None,
+        mallocs_per_step=mallocs / n_windows if samples else None,
+        frees_per_step=frees / n_windows if samples else None,
+        empty_cache_per_step=empty_cache / n_windows if samples and stacks else None,
     )
 
 
-def _total_allocated(sample: MemorySample) -> int:
-    return sample.total_allocated
-
-
-def _allocated_at(times: list[float], samples: list[MemorySample], t: float) -> int:
+def _allocated_at(samples: list[MemorySample], t: float) -> int:
     """The memory allocated at time ``t`` (module docstring)."""
-    i = bisect_right(times, t) - 1
+    i = bisect_right(samples, t, key=_TS) - 1
     if i >= 0:
         return samples[i].total_allocated
     return samples[0].total_allocated - samples[0].bytes
@@ -165,14 +180,17 @@ def _op_name(chain: list[Op]) -> str | None:
 
 def _phase(model: TraceModel, sample: MemorySample) -> str:
     """BACKWARD inside an autograd op (the engine's evaluate_function, a grad node), OPTIMIZER inside an optimizer
-    range (``Optimizer.step#…``), else FORWARD inside a step and OTHER outside the steps (or without steps). All of
-    the thread's ops are looked at: an optimizer range may enclose thousands of ops."""
-    names = {op.name for op in model.ops_on(sample.tid)[1] if op.start <= sample.ts <= op.end}
+    range (``Optimizer.step#…``), else FORWARD inside a step and OTHER outside the steps (or without steps). Every op
+    of the thread since its step began is looked at: an optimizer range may enclose thousands of ops."""
+    starts, ops = model.ops_on(sample.tid)
+    step = model.step_at(sample.ts)
+    first = bisect_left(starts, model.steps[step].start) if model.steps and step is not None else 0
+    names = {op.name for op in ops[first:bisect_right(starts, sample.ts)] if op.end >= sample.ts}
     if any(is_backward(n) for n in names):
         return BACKWARD
     if any(is_optimizer(n) for n in names):
         return OPTIMIZER
-    return FORWARD if model.steps and model.step_at(sample.ts) is not None else OTHER
+    return FORWARD if model.steps and step is not None else OTHER
 
 
 def _unfreed(model: TraceModel, samples: list[MemorySample]) -> tuple[float | None, int | None,
@@ -183,20 +201,17 @@ def _unfreed(model: TraceModel, samples: list[MemorySample]) -> tuple[float | No
     a small MLP's last step, against 0.08 MiB per step of the steps before it). None under 2 steps or without the
     samples' addresses (PyTorch <= 1.9)."""
     steps = model.steps
-    if len(steps) < 2 or not any(s.addr is not None for s in samples):
+    # an address is still allocated at the end when its last sample allocates (a free gives the address back)
+    last = dict(zip(map(_ADDR, samples), samples, strict=True))
+    last.pop(None, None)
+    if len(steps) < 2 or not last:
         return None, None, ()
-    live: dict[int, MemorySample] = {}
-    for s in samples:
-        if s.addr is None:
-            continue
-        if s.bytes > 0:
-            live[s.addr] = s
-        elif s.bytes < 0:
-            live.pop(s.addr, None)
     counted = len(steps) - 1
     total = 0
     by_site: dict[tuple, list[int]] = {}
-    for s in live.values():
+    for s in last.values():
+        if s.bytes <= 0:
+            continue
         step = model.step_at(s.ts)
         if step is None or step >= counted:
             continue
