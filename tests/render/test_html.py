@@ -84,15 +84,18 @@ def test_timeline_buckets_add_up_to_the_metrics(trace):
     assert sum(t["class_us"].values()) == pytest.approx(t["gpu_event_time_us"], rel=1e-3)
     h2d = sum(sum(v) for v in t["h2d_bytes"].values())
     assert h2d == (M.H2D_PAGEABLE_BYTES.of(m) or 0) + (M.H2D_PINNED_BYTES.of(m) or 0)
-    if t["memory"]:
-        assert max(b for _, b in t["memory"]) <= M.PEAK_MEMORY_BYTES.of(m)
+    if t["memory"]:  # the chart's highest point is the peak, marked where it happens
+        memory = t["memory"]
+        assert max(b for _, b in memory["allocated"]) == memory["peak"][1] == M.PEAK_MEMORY_BYTES.of(m)
+        assert max(b for _, b in memory["reserved"]) == M.PEAK_RESERVED_BYTES.of(m)
+        assert len(memory["steps"]) == len(analysis.steps)
 
 
 def test_timeline_stays_bounded_whatever_the_bucket_count():
     analysis = analyze_trace(ITEM).analyses[0]
     small = timeline_of(analysis, buckets=50)
     assert len(small["busy_us"]) == 50 and all(len(v) == 50 for v in small["idle_us"].values())
-    assert len(small["memory"]) <= 50
+    assert 0 < len(small["memory"]["allocated"]) <= 50 and len(small["memory"]["reserved"]) <= 50
     assert sum(small["busy_us"]) == pytest.approx(sum(timeline_of(analysis)["busy_us"]), rel=1e-3)
 
 
@@ -143,7 +146,13 @@ def test_a_fixture_report_is_one_small_self_contained_file(pages):
     titles = [c["option"]["title"]["text"] for c in data["charts"]]
     assert titles[0] == "GPU timeline: busy vs idle by cause"
     assert {"Where the GPU idle time went", "Step breakdown (host time)", "GPU time per step by kernel class",
-            "Host-to-device copies", "Device memory allocated"} <= set(titles)
+            "Host-to-device copies", "Device memory allocated and reserved"} <= set(titles)
+    memory = next(c["option"] for c in data["charts"] if c["option"]["title"]["text"].startswith("Device memory"))
+    allocated = memory["series"][0]
+    assert [s["name"] for s in memory["series"]] == ["allocated", "reserved"]
+    assert allocated["markPoint"]["data"][0]["coord"][1] == max(b for _, b in allocated["data"])  # the peak, marked
+    steps = [f"step {s.number}" for s in analyze_trace(ITEM).analyses[0].model.steps]
+    assert [d["name"] for d in allocated["markLine"]["data"]] == [*steps, "end"]  # the steps' boundaries
 
 
 def test_trace_strings_never_become_markup():

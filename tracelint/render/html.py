@@ -3,13 +3,13 @@
 Top to bottom: the verdict line and its evidence; per trace (and rank) its headline metrics, a timeline strip of the
 GPU window (busy vs idle by cause, zoomable), the idle causes, the step breakdown, GPU time by kernel class and the
 top kernels, the roofline of the GEMMs, convolutions and attention with their top op shapes (the summary's roofline
-record, tracelint.trace.roofline), host-to-device copies (pageable vs pinned) and device memory over the window
-(from the timeline record, tracelint.trace.timeline); for a job the rank table, its stages and groups, a chart of
-step time and communication wait per rank and a pipeline's schedule of one step per stage; for ``tracelint diff``
-the step time and kernel time per class before and after, and the kernel delta table; every finding with its
-message, its source lines when the file is at hand, and its rule's documentation. A ``tracelint run`` report opens
-with what ran, and each finding's card also shows the trace's evidence of it (or that the profiled steps did not
-show it) and what ``--verify`` measured.
+record, tracelint.trace.roofline), host-to-device copies (pageable vs pinned) and device memory over the trace
+(allocated and reserved, the steps' boundaries and the peak; from the timeline record, tracelint.trace.timeline); for
+a job the rank table, its stages and groups, a chart of step time and communication wait per rank and a pipeline's
+schedule of one step per stage; for ``tracelint diff`` the step time and kernel time per class before and after, and
+the kernel delta table; every finding with its message, its source lines when the file is at hand, and its rule's
+documentation. A ``tracelint run`` report opens with what ran, and each finding's card also shows the trace's
+evidence of it (or that the profiled steps did not show it) and what ``--verify`` measured.
 
 Charts are drawn by Apache ECharts, inlined from ``_assets/echarts.min.js`` (Apache-2.0, its LICENSE and NOTICE
 beside it): the file opens from disk with no network, and its Content-Security-Policy forbids any request. The page
@@ -384,23 +384,51 @@ def _copy_chart(page: Page, summary: TraceSummary, t: dict, x: list, k: int) -> 
 
 
 def _memory_chart(page: Page, summary: TraceSummary, t: dict) -> str:
-    if not t["memory"]:
+    """Allocated and reserved device memory over the trace (the timeline record's ``memory``), the host's step
+    boundaries as dashed lines, the peak marked."""
+    mem = t["memory"]
+    if not mem:
         return no_chart("No device memory samples (profile_memory=True records them).")
     m = summary.metrics
     total = M.DEVICE_MEMORY_BYTES.of(m)
     sub = f"peak {format_bytes(M.PEAK_MEMORY_BYTES.of(m) or 0)}"
     if total:
         sub += f" of {format_bytes(total)} ({format_metric('peak_memory_pct', M.PEAK_MEMORY_PCT.of(m))})"
+    if M.MEMORY_PEAK_PHASE.of(m):
+        sub += f" in {M.MEMORY_PEAK_PHASE.of(m)}"
+    growth = M.MEMORY_GROWTH_BYTES_PER_STEP.of(m)
+    if growth is not None:
+        sub += f"; {'+' if growth >= 0 else '-'}{format_bytes(abs(growth))} per step"
+    peak_us, peak_bytes = mem["peak"]
+    boundaries = [[f"step {number}", start] for number, start in mem["steps"]]
+    if mem["end"] is not None:
+        boundaries.append(["end", mem["end"]])
+    lo = min(mem["allocated"][0][0], *(start for _, start in boundaries[:1]))
+    hi = max(mem["allocated"][-1][0], *(start for _, start in boundaries[-1:]))
+    pad = 0.02 * (hi - lo) or 1.0
+    series = [
+        {"type": "line", "name": "allocated", "symbol": "none", "step": "end", "areaStyle": {"opacity": 0.25},
+         "itemStyle": {"color": "#1c7ed6"}, "data": [[round(ts / 1000, 4), b] for ts, b in mem["allocated"]],
+         "markPoint": {"symbol": "pin", "symbolSize": 36, "itemStyle": {"color": "#e03131"},
+                       "label": {"formatter": "peak", "fontSize": 10},
+                       "data": [{"name": "peak", "coord": [round(peak_us / 1000, 4), peak_bytes]}]},
+         "markLine": {"silent": True, "symbol": "none", "lineStyle": {"type": "dashed", "color": "#868e96"},
+                      "label": {"position": "insideEndTop", "formatter": "{b}", "fontSize": 10},
+                      "data": [{"name": name, "xAxis": round(start / 1000, 4)} for name, start in boundaries]}},
+        {"type": "line", "name": "reserved", "symbol": "none", "step": "end", "itemStyle": {"color": "#f08c00"},
+         "lineStyle": {"width": 1.5}, "data": [[round(ts / 1000, 4), b] for ts, b in mem["reserved"]]},
+    ]
     return page.chart({
-        "title": chart_title("Device memory allocated", sub), "tooltip": {"trigger": "axis"},
-        "grid": {"left": 70, "right": 20, "top": 60, "bottom": 60},
-        "xAxis": {"type": "value", "min": 0},
+        "title": chart_title("Device memory allocated and reserved", sub), "tooltip": {"trigger": "axis"},
+        "legend": {"top": 44},
+        "grid": {"left": 70, "right": 20, "top": 80, "bottom": 60},
+        # the axis spans the samples and the step boundaries, with a margin (a mark line does not widen an axis,
+        # and one on its edge is hidden behind it)
+        "xAxis": {"type": "value", "min": round((lo - pad) / 1000, 4), "max": round((hi + pad) / 1000, 4)},
         "yAxis": {"type": "value", "min": 0},
         "dataZoom": ZOOM,
-        "series": [{"type": "line", "name": "allocated", "symbol": "none", "step": "end",
-                    "areaStyle": {"opacity": 0.25}, "itemStyle": {"color": "#1c7ed6"},
-                    "data": [[round(ts / 1000, 4), b] for ts, b in t["memory"]]}],
-    }, unit="bytes", x_unit="ms", height=300, label="Device memory allocated over the window")
+        "series": series if mem["reserved"] else series[:1],
+    }, unit="bytes", x_unit="ms", height=320, label="Device memory allocated and reserved over the trace")
 
 
 # --- a job -----------------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 ``timeline_of(analysis)`` reduces a TraceAnalysis to plain data whose size does not grow with the trace: the GPU
 window cut into at most ``MAX_BUCKETS`` buckets (busy time per bucket, idle time per bucket by the cause of its gap,
-host-to-device bytes per bucket from pageable and pinned memory, peak allocated memory per bucket), the steps
+host-to-device bytes per bucket from pageable and pinned memory), the device's memory over the trace (allocated and
+reserved, at most ``MAX_BUCKETS`` buckets over the samples' span, with the step boundaries and the peak), the steps
 (at most ``MAX_STEPS``: their GPU span and host breakdown), GPU time by kernel class and the ``TOP_KERNELS`` kernels
 with the most time. Times are µs relative to the window's start, rounded to 0.1 µs. A pipeline stage (a device
 with sends and recvs) adds the ``schedule`` of its last profiled step: the job's HTML report draws the stages' rows
@@ -21,6 +22,7 @@ from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
 from tracelint.trace.comm import is_communication
 from tracelint.trace.intervals import merge
 from tracelint.trace.kernels import kernel_group
+from tracelint.trace.memory import memory_of
 from tracelint.trace.model import H2D, KERNEL, PAGEABLE, PINNED
 
 if TYPE_CHECKING:
@@ -68,7 +70,7 @@ def timeline_of(analysis: TraceAnalysis, buckets: int = MAX_BUCKETS) -> dict | N
         "busy_us": _rounded(busy),
         "idle_us": {cause: _rounded(v) for cause, v in idle.items() if any(v)},
         "h2d_bytes": {kind: v for kind, v in h2d.items() if any(v)},
-        "memory": _memory(analysis, w0, width, n),
+        "memory": _memory(analysis, w0, buckets),
         "steps": _steps(analysis, w0),
         **_kernels(analysis, launched),
         **({"schedule": schedule} if (schedule := _schedule(analysis)) is not None else {}),
@@ -122,17 +124,45 @@ def _rounded(values: list[float]) -> list[float]:
     return [round(v, 1) for v in values]
 
 
-def _memory(analysis: TraceAnalysis, w0: float, width: float, n: int) -> list[list[float]]:
-    """[µs from the window start, bytes]: the most memory allocated in each bucket that has a sample."""
+def _memory(analysis: TraceAnalysis, w0: float, buckets: int) -> dict | None:
+    """The device's memory over the trace, µs from the window start: the span from the first sample (or step) to the
+    last cut into at most ``buckets`` buckets, and [time, bytes] of the most memory allocated (``allocated``) and
+    reserved (``reserved``) in each bucket that has a sample; the host's step boundaries (``steps``: [number, start]
+    of each, at most MAX_STEPS, and ``end``: the last step's end); the peak sample ([time, bytes]) and the memory
+    timeline's steady footprint and growth per step. None without samples that carry totals."""
     device = analysis.device
-    peak: dict[int, int] = {}
-    w1 = w0 + width * n
-    for s in analysis.model.memory:
-        if s.device == device and s.total_allocated is not None and w0 <= s.ts <= w1:
-            i = _index(s.ts - w0, width, n)
-            if s.total_allocated > peak.get(i, -1):
-                peak[i] = s.total_allocated
-    return [[round((i + 0.5) * width, 1), peak[i]] for i in sorted(peak)]
+    samples = [s for s in analysis.model.memory if s.device == device and s.total_allocated is not None]
+    if not samples:
+        return None
+    steps = analysis.model.steps
+    lo = min(samples[0].ts, steps[0].start) if steps else samples[0].ts
+    hi = max(samples[-1].ts, steps[-1].end) if steps else samples[-1].ts
+    n = max(1, min(buckets, math.ceil(hi - lo))) if hi > lo else 1
+    width = (hi - lo) / n if hi > lo else 1.0
+    allocated: dict[int, int] = {}
+    reserved: dict[int, int] = {}
+    for s in samples:
+        i = _index(s.ts - lo, width, n)
+        if s.total_allocated > allocated.get(i, -1):
+            allocated[i] = s.total_allocated
+        if s.total_reserved is not None and s.total_reserved > reserved.get(i, -1):
+            reserved[i] = s.total_reserved
+
+    def at(i: int) -> float:
+        return round(lo - w0 + (i + 0.5) * width, 1)
+
+    timeline = memory_of(analysis)
+    peak = timeline.peak
+    stride = max(1, math.ceil(len(steps) / MAX_STEPS))
+    return {
+        "allocated": [[at(i), allocated[i]] for i in sorted(allocated)],
+        "reserved": [[at(i), reserved[i]] for i in sorted(reserved)],
+        "steps": [[s.number, round(s.start - w0, 1)] for s in steps[::stride]],
+        "end": round(steps[-1].end - w0, 1) if steps else None,
+        "peak": [round(peak.ts - w0, 1), peak.total_allocated],
+        "steady_bytes": timeline.steady_allocated_bytes,
+        "growth_bytes_per_step": timeline.growth_bytes_per_step,
+    }
 
 
 def _steps(analysis: TraceAnalysis, w0: float) -> list[dict]:
