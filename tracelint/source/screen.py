@@ -120,6 +120,8 @@ OFF_TILE = "off-tile-size"         # Linear/Embedding/ConvNd given a literal siz
 BIASED_NORM = "biased-norm"        # a Conv/ConvTranspose not given bias=False next to a BatchNorm (a Linear: next to
                                    # a BatchNorm1d / SyncBatchNorm): adjacent items of a Sequential call or a list
                                    # literal, or both built in one __init__ (each a call, or a name bound to one) TL403
+KEPT_GRAPH = "kept-graph"          # ``acc.append(v)``, ``acc += v``, ``acc = acc + v`` where the sync kinds count, of a
+                                   # ``v`` that may hold an autograd graph (_may_hold_graph)                TL306
 COMPILED = "compiled"              # torch.compile or ``x.compile()`` (not ``re.compile``) of the file's own code: a
                                    # decorated function, a function given by name, or a class with a forward   TL503
 # Not a rule's kind: a per-step call of a function the file imports from outside the known libraries (a module of
@@ -134,7 +136,7 @@ SYNC_KINDS = frozenset({ITEM, HOST_COPY, SCALAR, FORMAT, SYNCHRONIZE, DATA_DEPEN
 # CUDA_LAUNCH_BLOCKING (``os.environ["CUDA_LAUNCH_BLOCKING"] = "1"``: TL702 sets nothing else, and only by that literal)
 ENV_SETTING = "env-setting"
 SITE_KINDS = SYNC_KINDS | {DATALOADER, PINNED_COPY, ZERO_GRAD, HOST_BUILT, ELEMENT_LOOP, OFF_TILE, BIASED_NORM,
-                           ENV_SETTING, COMPILED}
+                           ENV_SETTING, COMPILED, KEPT_GRAPH}
 _CONVS = frozenset({"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"})
 _BATCH_NORMS = frozenset({"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"})
 _FLAT_NORMS = frozenset({"BatchNorm1d", "SyncBatchNorm"})  # what a Linear feeds
@@ -191,9 +193,10 @@ _COLLECTED = frozenset({ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, a
                         ast.AsyncFor, ast.With, ast.AsyncWith, ast.Call, ast.ExceptHandler,
                         ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.arg, ast.comprehension})
 _FRAMES = frozenset({*_LOOPS, *_SCOPES, ast.ClassDef})
-_JUDGED = frozenset({ast.Assign, ast.Call, ast.If, ast.While, ast.Assert, ast.IfExp, ast.UnaryOp, ast.comprehension,
-                     ast.JoinedStr, ast.BinOp, ast.Subscript, ast.List})
+_JUDGED = frozenset({ast.Assign, ast.AugAssign, ast.Call, ast.If, ast.While, ast.Assert, ast.IfExp, ast.UnaryOp,
+                     ast.comprehension, ast.JoinedStr, ast.BinOp, ast.Subscript, ast.List})
 _CREATION_CALLS = FILLED_CREATION | RANDOM_CREATION
+_READS_OFF_GRAPH = frozenset({"detach", "detach_", "item", "tolist", "numpy"})  # KEPT_GRAPH: hold no graph
 
 
 def sites(text: str) -> frozenset[str] | None:
@@ -410,7 +413,7 @@ class _Screen:
         if self.device_copy and DATALOADER in found:
             found.add(PINNED_COPY)
         if not self.torch:
-            found -= SYNC_KINDS | {ELEMENT_LOOP}
+            found -= SYNC_KINDS | {ELEMENT_LOOP, KEPT_GRAPH}
         if not self.steppy:  # TL502 reports in a training step: a model's loops over its layers are none (a function
             found.discard(ELEMENT_LOOP)  # another file calls per step is analysed whatever its sites: lint.py)
         return frozenset(found)
@@ -746,6 +749,26 @@ class _Screen:
             return self._may_tensor(expr.body, scope, depth + 1) and self._may_tensor(expr.orelse, scope, depth + 1)
         return False  # and/or, lambdas, generators, await, ...: never a tensor to the rules
 
+    def _may_hold_graph(self, expr: ast.expr, scope: ast.AST, depth: int = 0) -> bool:
+        """KEPT_GRAPH: ``expr`` may hold an autograd graph (a superset of what TL306 finds one in: rules/memory.py
+        GraphKeptAcrossSteps._origin): anything but literals, containers, results of unshadowed builtins and values
+        read off the graph (``.detach()``, ``.item()``, ``.tolist()``, ``.numpy()``); a name the function never
+        assigns (a parameter, a loop target) may."""
+        if depth > _MAX_DEPTH:
+            return True
+        if isinstance(expr, ast.Name):
+            values = self.values.get(scope, {}).get(expr.id)
+            return not values or any(self._may_hold_graph(v, scope, depth + 1) for v in values)
+        if isinstance(expr, ast.BinOp):
+            return self._may_hold_graph(expr.left, scope, depth + 1) or self._may_hold_graph(expr.right, scope,
+                                                                                             depth + 1)
+        if isinstance(expr, ast.Call):
+            func = expr.func
+            if isinstance(func, ast.Name):
+                return not (func.id in BUILTINS and func.id not in self.bound)
+            return not (isinstance(func, ast.Attribute) and func.attr in _READS_OFF_GRAPH)
+        return isinstance(expr, (ast.Attribute, ast.Subscript))
+
     def _call_may_tensor(self, call: ast.Call) -> bool:
         func = call.func
         if isinstance(func, ast.Name):
@@ -886,6 +909,16 @@ class _Screen:
             indices = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]  # ``x[:, m]`` too
             if any(not isinstance(i, ast.Slice) and self._mask_like(i, scope, 0) for i in indices):
                 found.add(MASK_INDEX)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and KEPT_GRAPH not in found:
+            if self._may_hold_graph(node.value, scope):
+                found.add(KEPT_GRAPH)  # ``total += loss``
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add) \
+                and len(node.targets) == 1 and KEPT_GRAPH not in found:
+            target, value = ast_dotted_name(node.targets[0]), node.value
+            kept = value.right if ast_dotted_name(value.left) == target else \
+                value.left if ast_dotted_name(value.right) == target else None
+            if target is not None and kept is not None and self._may_hold_graph(kept, scope):
+                found.add(KEPT_GRAPH)  # ``total = total + loss``
 
     def _call(self, node: ast.Call, scope: ast.AST, hot: bool) -> None:
         found = self.found
@@ -928,6 +961,9 @@ class _Screen:
             found.add(SYNCHRONIZE)
         if leaves & DATA_DEPENDENT or "where" in leaves:
             found.add(DATA_DEPENDENT_CALL)
+        if method == "append" and len(node.args) == 1 and not node.keywords and KEPT_GRAPH not in found and \
+                self._may_hold_graph(node.args[0], scope):
+            found.add(KEPT_GRAPH)
         if method == "item" and not node.args and not node.keywords:
             found.add(ITEM)
         elif method == "add_scalar" and any(self._may_tensor(v, scope) for v in (
