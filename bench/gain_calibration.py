@@ -46,6 +46,8 @@ PAIRS = (
     ("launch_blocking_tlprofile", "launch_blocking_fixed", "TL702"),
     ("compiled_graph_break", "compiled_graph_break_fixed", "TL503"),
     ("compiled_recompile", "compiled_recompile_fixed", "TL504"),
+    ("empty_cache_per_step", "empty_cache_per_step_fixed", "TL305"),
+    ("empty_cache_per_step_tlprofile", "empty_cache_per_step_fixed", "TL305"),
 )
 BAR = 0.25  # the estimated gain within this share of the measured gain
 # 2-GPU jobs (fixtures/traces/ddp36 and ddp38, recorded on 2 x H200 with rank 0's ground truth in their

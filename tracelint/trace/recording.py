@@ -115,6 +115,26 @@ def recording_of(model: TraceModel) -> Recording:
                      model.profiler_ranges, model.range_counters, distributed_of(record))
 
 
+def unprofiled_memory(model: TraceModel) -> dict | None:
+    """What tracelint.profile's record says of the device memory of the unprofiled steps (tracelint.profile's module
+    docstring): ``growth_mib_per_step`` (the blocks' allocated memory at their end minus at their start, over their
+    steps), ``max_allocated_mib`` and ``device_total_mib``, each None where the record lacks it; None without any."""
+    unprofiled = (model.tracelint_record or {}).get("unprofiled")
+    if not isinstance(unprofiled, dict):
+        return None
+    grown = steps = 0.0
+    for block in unprofiled.get("blocks") or ():
+        pair = block.get("allocated_mib") if isinstance(block, dict) else None
+        if isinstance(pair, list) and len(pair) == 2 and all(is_number(v) for v in pair) and \
+                is_number(block.get("steps")) and block["steps"] > 0:
+            grown += pair[1] - pair[0]
+            steps += block["steps"]
+    found = {"growth_mib_per_step": grown / steps if steps else None,
+             **{key: float(unprofiled[key]) if is_number(unprofiled.get(key)) else None
+                for key in ("max_allocated_mib", "device_total_mib")}}
+    return found if any(v is not None for v in found.values()) else None
+
+
 def step_ms(metrics: dict) -> float | None:
     """The profiled step: the longer of the mean CPU step span and the mean GPU span of a step, in ms."""
     from tracelint.engine import metrics as M
