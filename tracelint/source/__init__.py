@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from tracelint.engine import Config, FileChecked, Finding, InputError, find_config
+from tracelint.engine.workers import pool_context
 
 SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
 PARALLEL_MIN_FILES = 24  # below this, starting worker processes costs more than it saves
@@ -394,11 +395,7 @@ class _Workers:
             process.join()
 
     def start(self, count: int) -> None:
-        import multiprocessing
-
-        # fork: workers start in milliseconds with the parsed rules already imported (spawn would re-import all).
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-        context = multiprocessing.get_context(method)
+        context = pool_context()  # fork where there is: workers start with the rules already imported
         for _ in range(count):
             ours, theirs = context.Pipe()
             process = context.Process(target=_serve, args=(theirs,), daemon=True)

@@ -10,16 +10,14 @@ document.py) or too complex for Python's own parser, and no file takes much long
   under a timer (``signal.setitimer`` on POSIX, main thread only, when no one else uses SIGALRM) that interrupts
   the Python part (rules, positions, fixes); its native parse is short by construction.
 - Any other file (Python's parser rejected it, so libcst alone judges it; or it is large or deep) is analysed in a
-  forked child process that is killed at the limit; a child that dies (SIGSEGV in the native parser, say) costs
-  that file only. Forking costs a few milliseconds and most of a file's time in fresh memory, so calm files,
-  nearly all real ones, do not pay it.
+  forked child process (engine.workers) that is killed at the limit; a child that dies (SIGSEGV in the native
+  parser, say) costs that file only. Forking costs a few milliseconds and most of a file's time in fresh memory,
+  so calm files, nearly all real ones, do not pay it.
 - Without fork (Windows) or with other threads running (fork would copy their locks), every file is analysed
   in-process: the timer where it can be set, else no time limit.
 """
 from __future__ import annotations
 
-import os
-import pickle
 import signal
 import sys
 import threading
@@ -35,6 +33,7 @@ from typing import TYPE_CHECKING, TypeVar
 from tracelint.engine import Config, FileChecked, Finding, InputError, discover
 from tracelint.engine.catalog import catalog
 from tracelint.engine.suppress import is_suppressed
+from tracelint.engine.workers import WorkerFailed, can_fork, fork
 from tracelint.source.cache import Cache, content_digest
 from tracelint.source.cache import key as cache_key
 from tracelint.source.document import DocumentError, NotebookDocument, PythonDocument, read_document
@@ -375,7 +374,7 @@ def _lint_document(doc: PythonDocument | NotebookDocument, config: Config, fix: 
 
     left = max(0.001, started + limit - time.monotonic())
     try:
-        if calm(doc.text, look) or not _can_fork():
+        if calm(doc.text, look) or not can_fork():
             with _deadline(left) as timer:
                 outcome = analyse()
             if timer.expired:  # whatever the analysis made of the interruption (libcst may turn it into a KeyError)
@@ -540,10 +539,6 @@ def _not_baselined(doc, display: str, findings: list[Finding], config: Config) -
 
 
 # -- the per-file time limit ------------------------------------------------------------------------------------
-def _can_fork() -> bool:
-    return hasattr(os, "fork") and threading.active_count() == 1
-
-
 class _Timer:
     expired = False  # the time ran out (an interrupted library may have raised something else instead of _TimeUp)
 
@@ -612,69 +607,16 @@ def _deadline(seconds: float):
 def _in_child(task: Callable[[], T], seconds: float) -> T:
     """``task()`` run in a forked child; _TimeUp when it takes longer than ``seconds`` (the child is killed),
     _Crashed when the child dies or cannot send its result back."""
-    import select
-
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        status = 0
-        try:
-            os.close(read_fd)
-            import faulthandler
-
-            faulthandler.disable()  # a crash is reported in one line by the parent, never as a dump on stderr
-            try:
-                import resource
-
-                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # nor leaves a core file behind
-            except (ImportError, ValueError, OSError):
-                pass
-            try:
-                payload = pickle.dumps((True, task()), protocol=pickle.HIGHEST_PROTOCOL)
-            except BaseException as exc:  # noqa: BLE001 - reported by the parent
-                payload = pickle.dumps((False, f"{type(exc).__name__}: {_one_line(exc)}"))
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(write_fd, view):]
-        except BaseException:  # noqa: BLE001 - nothing may escape a forked child
-            status = 1
-        finally:
-            os._exit(status)
-    os.close(write_fd)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + seconds
-    killed = False
     try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([read_fd], [], [], left)[0]:
-                killed = True
-                break
-            chunk = os.read(read_fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    except BaseException:  # Ctrl-C, say: the child goes too, at once
-        killed = True
-        raise
-    finally:
-        os.close(read_fd)
-        if killed:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        _, status = os.waitpid(pid, 0)
-    if killed:
-        raise _TimeUp
-    code = os.waitstatus_to_exitcode(status)
-    if code < 0:
-        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"signal {-code}"
-        raise _Crashed(f"the parser crashed ({name})")
-    try:
-        ok, value = pickle.loads(b"".join(chunks))
-    except Exception:
-        raise _Crashed(f"the analysis failed (its process ended with status {code} and no result)") from None
-    if not ok:
-        raise _Crashed(f"internal error while linting: {value}")
-    return value
+        with fork(task, time_limit=seconds) as child:
+            return child.result()
+    except WorkerFailed as failed:
+        if failed.cause == "time":
+            raise _TimeUp from None
+        if failed.cause == "signal":
+            raise _Crashed(f"the parser crashed ({failed.signal})") from None
+        if failed.cause == "exit":
+            raise _Crashed(f"the analysis failed (its process ended with status {failed.status} and no result)"
+                           ) from None
+        raise _Crashed(f"internal error while linting: {type(failed.error).__name__}: {_one_line(failed.error)}"
+                       ) from None
