@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -88,4 +89,22 @@ def test_parallel_read_falls_back_for_odd_parts(typed, public_traces, tmp_path, 
     path = tmp_path / "odd.json"
     path.write_bytes(data)
     serial, parallel, _ = _both(path, monkeypatch, typed)
+    assert parallel == serial
+
+
+def test_a_dead_part_worker_costs_time_only(public_traces, tmp_path, monkeypatch):
+    # The worker reading a part is killed (the OOM killer's SIGKILL): the whole stream is read here instead.
+    path = tmp_path / "trace.json"
+    path.write_bytes(gzip.decompress((public_traces / TRACES[1]).read_bytes()))
+    parent = os.getpid()
+    real = load._read_part
+
+    def read_part(trace, fn, pos, *args):
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(trace, fn, pos, *args)
+
+    monkeypatch.setattr(load, "_read_part", read_part)
+    serial, parallel, used = _both(path, monkeypatch)
+    assert used == [False]
     assert parallel == serial

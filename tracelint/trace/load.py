@@ -20,17 +20,18 @@ from __future__ import annotations
 import gc
 import mmap
 import os
-import pickle
 import re
-import threading
 from collections.abc import Callable, Generator, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 
+from tracelint.engine.workers import WorkerFailed, can_fork, fork
 from tracelint.trace._jsonfix import loads_lenient
 from tracelint.trace.events import AVAILABLE as TYPED_AVAILABLE
 from tracelint.trace.events import TypedChunk, decode_typed
@@ -553,7 +554,7 @@ def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]
     data = trace._data
     start, n = trace._events_start, len(data)
     parts = min(os.cpu_count() or 1, MAX_PARTS)
-    if parts < 2 or n - start < PARALLEL_MIN_BYTES or not hasattr(os, "fork") or threading.active_count() > 1:
+    if parts < 2 or n - start < PARALLEL_MIN_BYTES or not can_fork():
         return None
     # Cut at candidate boundaries near equal shares. A candidate inside a string makes the part before it end in
     # invalid JSON, which that part's last chunk reports (_SlowPart): a wrong cut costs time, never wrong events.
@@ -568,39 +569,16 @@ def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]
     stops.append(None)
     if len(starts) < 2:
         return None
-    children: list[tuple[int, int]] = []
     results: list[Any] = []
-    try:
-        for pos, stop in zip(starts[1:], stops[1:], strict=True):
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: read its part, send the result, and leave without running any cleanup
-                code = 1
-                try:
-                    os.close(r)
-                    trace._progress = None
-                    payload = pickle.dumps(_read_part(trace, fn, pos, stop, typed), protocol=pickle.HIGHEST_PROTOCOL)
-                    with open(w, "wb") as out:
-                        out.write(payload)
-                    code = 0
-                finally:
-                    os._exit(code)
-            os.close(w)
-            children.append((pid, r))
+    with ExitStack() as children:  # leaving early (an error here): the children's results are of no use, killed
+        workers = [children.enter_context(fork(partial(_forked_part, trace, fn, pos, stop, typed)))
+                   for pos, stop in zip(starts[1:], stops[1:], strict=True)]
         results.append(_read_part(trace, fn, starts[0], stops[0], typed))
-        for _, r in children:
-            with open(r, "rb", closefd=False) as pipe:
-                payload = pipe.read()
-            results.append(pickle.loads(payload) if payload else None)
-    finally:
-        for pid, r in children:
-            os.close(r)
-            if len(results) < len(starts):  # we are leaving early: the child's result is of no use
-                try:
-                    os.kill(pid, 9)
-                except OSError:
-                    pass
-            os.waitpid(pid, 0)
+        for worker in workers:
+            try:
+                results.append(worker.result())
+            except WorkerFailed:  # it raised or died: the serial read below does that part again
+                results.append(None)
     if any(part is None for part in results):
         return None
     reader = _EventReader(trace)
@@ -618,6 +596,12 @@ def _map_parallel(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]
         trace._progress(min(next_pos, n), n)
     reader._finish(next_pos, how)
     return [part[0] for part in results]
+
+
+def _forked_part(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]], R], pos: int, stop: int | None,
+                 typed: bool) -> tuple[R, _Notes, int, str] | None:
+    trace._progress = None  # the parent reports the progress
+    return _read_part(trace, fn, pos, stop, typed)
 
 
 def _read_part(trace: TraceFile, fn: Callable[[Iterator[list[dict[str, Any]]]], R], pos: int, stop: int | None,

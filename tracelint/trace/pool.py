@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracelint.engine import Config, InputError
+from tracelint.engine.workers import pool_context
 from tracelint.trace.files import TRACE_SUFFIXES, traces_in
 
 DASK_MISSING = 'needs Dask: pip install "torch-tracelint[dask]"'
@@ -166,16 +167,6 @@ def _advance(bar: _Bar | None, i: int) -> None:
         bar.advance(i)
 
 
-def _context():
-    import multiprocessing
-
-    # fork: a worker starts in milliseconds with tracelint already imported (spawn re-imports it in every worker).
-    # The pool's processes are all started at its first submit, before its manager thread: no thread is forked.
-    if "fork" in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context()
-
-
 def _share_cores(workers: int) -> None:
     """In a worker process: the parallel read of one big trace (tracelint.trace.load) gets this worker's share of
     the cores, not all of them (``workers`` processes each forking a reader per core would oversubscribe)."""
@@ -198,7 +189,8 @@ def _local(fn: Callable, calls: Sequence[tuple], workers: int, results: list, ba
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
-    ctx = _context()
+    # The pool's processes are all started at its first submit, before its manager thread: no thread is forked.
+    ctx = pool_context()
     todo = deque(range(len(calls)))
     suspects: list[int] = []
     while todo:
