@@ -391,3 +391,27 @@ def test_hostile_kernel_names_stay_data(tmp_path):
         assert unsafe(out) == set() and commands(out) == [], fmt
     row = next(line for line in render(result, "markdown").splitlines() if line.startswith("| ") and "forged" in line)
     assert row.count(" | ") == 4 and "evil\\|kernel" in row and "\\<b\\>" in row
+
+
+def test_a_dead_base_process_is_an_error_of_base(fixture_traces, monkeypatch):
+    # BASE is measured in a forked process: killed there (SIGKILL, as the OOM killer sends), it is BASE's one error
+    # and NEW is still measured here.
+    import os
+    import signal
+    import sys
+
+    module = sys.modules["tracelint.diff.compare"]  # (the package's `compare` is the function)
+    parent = os.getpid()
+    real = module.measure_runs
+
+    def measure_runs(paths, config):
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(paths, config)
+
+    monkeypatch.setattr(module, "measure_runs", measure_runs)
+    base, new = fixture(fixture_traces, "item_per_step"), fixture(fixture_traces, "item_per_step_fixed")
+    report = diff_traces(base, new)
+    assert [(e.path, e.message) for e in report.errors] == [(str(base), "internal error while analyzing: the "
+                                                             "analysis process died (exit code -9; out of memory?)")]
+    assert report.diffs == ()  # (NEW alone: nothing to compare it with)

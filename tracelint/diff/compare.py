@@ -97,13 +97,11 @@ class); ``CAUSES`` declares them.
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
-import pickle
 import statistics
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from tracelint.diff.findings import finding_changes, finding_key, finding_words
@@ -117,6 +115,7 @@ from tracelint.engine.display import format_metric, format_seconds
 from tracelint.engine.metrics import registry
 from tracelint.engine.records import finding_dict
 from tracelint.engine.result import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, RunResult
+from tracelint.engine.workers import WorkerFailed, can_fork, fork
 from tracelint.trace.kernels import KERNEL_GROUPS, kernel_group
 from tracelint.trace.verdict import GPU_BOUND
 
@@ -218,39 +217,29 @@ def _measure_both(base, new, config: Config):
     """Both sides' ``measure_runs``, BASE in a forked process while NEW is measured here: a diff costs about the
     longer of the two analyses, not their sum. Without fork (or with threads running, which fork does not copy), one
     after the other."""
-    if "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
+    if not can_fork():
         return measure_runs(base, config), measure_runs(new, config)
-    ctx = multiprocessing.get_context("fork")
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, base, config), daemon=True)
-    child.start()
-    send.close()
-    try:
+    from tracelint.trace.analyze import internal_error
+
+    with fork(partial(_measure_runs_safely, base, config)) as child:
         ours = measure_runs(new, config)
         try:
-            payload = receive.recv_bytes()
-            outcome = pickle.loads(payload)
-        except (EOFError, OSError):
-            outcome = ([], [InputError(str(base[0]), "internal error while analyzing: the analysis process died "
-                                                     f"(exit code {child.exitcode}; out of memory?)")])
-    finally:
-        receive.close()
-        child.join()
+            outcome = child.result()
+        except WorkerFailed as failed:  # BASE's one error, each of its paths a run of no Sides (as pair_runs reads)
+            error = internal_error(str(base[0]), failed.error) if failed.error is not None else InputError(
+                str(base[0]), f"internal error while analyzing: the analysis process died (exit code "
+                              f"{failed.exitcode}; out of memory?)")
+            outcome = ([[] for _ in base], [error])
     return outcome, ours
 
 
-def _child(send, paths, config: Config) -> None:
+def _measure_runs_safely(paths, config: Config) -> tuple[list[list[Side]], list[InputError]]:
     from tracelint.trace.analyze import internal_error
 
     try:
-        try:
-            payload = pickle.dumps(measure_runs(paths, config), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # measure catches per file; this is the last resort (or a record that won't pickle)
-            payload = pickle.dumps(([], [internal_error(str(paths[0]), exc)]), protocol=pickle.HIGHEST_PROTOCOL)
-        send.send_bytes(payload)
-        send.close()
-    finally:
-        os._exit(0)  # no cleanup of the parent's state in the fork: its atexit handlers are the parent's
+        return measure_runs(paths, config)
+    except Exception as exc:  # measure catches per file; this is the last resort
+        return [[] for _ in paths], [internal_error(str(paths[0]), exc)]
 
 
 def pool(runs: Sequence[Side]) -> Side:
