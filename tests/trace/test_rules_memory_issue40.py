@@ -101,3 +101,31 @@ def test_silent_on_every_other_trace(fixture_traces, public_traces, multi_gpu_tr
     assert len(paths) > 40
     fired = [(p.name, f.code) for p in paths for f in analyze_trace(p).findings if f.code in CODES]
     assert fired == []
+
+
+def _record(path) -> dict:
+    with gzip.open(path, "rt") as f:
+        return json.load(f)["tracelint"]
+
+
+@pytest.mark.parametrize(("name", "code"), [("memory_growth", "TL306"), ("empty_cache_per_step", "TL305"),
+                                            ("near_capacity", "TL309")])
+def test_tracelint_run_memory_traces(fixture_traces, name, code):
+    """`tracelint run --settings memory` (fixtures/traces/run_memory): each finding on its script's trace, none on
+    the fixed twins'."""
+    folder = fixture_traces / "run_memory"
+    assert _found(folder / f"{name}.pt.trace.json.gz", code)
+    fixed = folder / f"{name}_fixed.pt.trace.json.gz"
+    if fixed.exists():
+        assert not {f.code for f in analyze_trace(fixed).findings} & set(CODES)
+
+
+def test_the_peak_when_not_profiled_comes_from_the_run_record(fixture_traces):
+    """The run's record: the allocator's peak over the unprofiled steps (max_allocated_mib) over the device's memory
+    (device_total_mib), read here with json: 87.9 % of the H200."""
+    path = fixture_traces / "run_memory" / "near_capacity.pt.trace.json.gz"
+    unprofiled = _record(path)["unprofiled"]
+    share = 100.0 * unprofiled["max_allocated_mib"] / unprofiled["device_total_mib"]
+    (found,) = _found(path, "TL309")
+    assert f"{share:.1f} % of the device when not profiled" in found.message
+    assert dict(found.details)["unprofiled_max_allocated_mib"] == unprofiled["max_allocated_mib"]
