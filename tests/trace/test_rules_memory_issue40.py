@@ -126,6 +126,11 @@ def test_the_peak_when_not_profiled_comes_from_the_run_record(fixture_traces):
     path = fixture_traces / "run_memory" / "near_capacity.pt.trace.json.gz"
     unprofiled = _record(path)["unprofiled"]
     share = 100.0 * unprofiled["max_allocated_mib"] / unprofiled["device_total_mib"]
-    (found,) = _found(path, "TL309")
+    report = analyze_trace(path)
+    (found,) = [f for f in report.findings if f.code == "TL309"]
     assert f"{share:.1f} % of the device when not profiled" in found.message
     assert dict(found.details)["unprofiled_max_allocated_mib"] == unprofiled["max_allocated_mib"]
+    assert report.metrics["unprofiled_peak_memory_pct"] == pytest.approx(share, abs=0.01)
+    # a trace without tracelint.profile's memory record has none
+    assert analyze_trace(fixture_traces / "near_capacity.pt.trace.json.gz").metrics["unprofiled_peak_memory_pct"] \
+        is None

@@ -320,6 +320,11 @@ UNPROFILED_STEP_MS = _declare(
     "unprofiled_step_ms", "ms", "lower",
     "Mean step time without the profiler, measured by tracelint.profile between device synchronizations on the "
     "steps the profiler's schedule does not record (the trace's top-level tracelint key); None without it.")
+UNPROFILED_PEAK_MEMORY_PCT = _declare(
+    "unprofiled_peak_memory_pct", "pct", None,
+    "The allocator's peak over the steps tracelint.profile timed without the profiler "
+    "(torch.cuda.max_memory_allocated() when its last unprofiled block closed) as a percent of the device's memory, "
+    "both from the trace's tracelint key; None without them (issue #40).")
 PROFILER_INFLATION = _declare(
     "profiler_inflation", "ratio", "lower",
     "The profiled step (the longer of step_cpu_us_mean and step_gpu_span_us_mean) over unprofiled_step_ms: how "

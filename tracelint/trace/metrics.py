@@ -128,9 +128,12 @@ def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_
     analysis.steps.extend(_step_stats(model, launched, device))
     _step_metrics(m, analysis.steps, n_windows)
     _memory_metrics(m, analysis, n_windows)
-    from tracelint.trace.recording import recording_metrics
+    from tracelint.trace.recording import recording_metrics, unprofiled_memory
 
     recording_metrics(m, analysis.recording)
+    memory = unprofiled_memory(model) or {}
+    peak, total = memory.get("max_allocated_mib"), memory.get("device_total_mib")
+    m["unprofiled_peak_memory_pct"] = round(100.0 * peak / total, 2) if peak is not None and total else None
     from tracelint.trace.flops import flop_metrics
     from tracelint.trace.roofline import roofline_metrics
 
