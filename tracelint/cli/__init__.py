@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import os
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
@@ -189,33 +189,79 @@ def threshold_options(items: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
-def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path, output, exclude=(), quiet=False,
-         statistics=False, show_source=False, thresholds=(), verbose=False, fix=False, unsafe_fixes=False,
-         show_diff=False, stdin_filename=None, watch=False, annotate=None, jobs=None, dask_scheduler=None,
-         baseline_path=None, write_baseline=None, add_noqa=False, cache_dir=None, no_cache=False) -> None:
+@dataclass(frozen=True, slots=True)
+class Options:
+    """The options of ``check``, ``trace`` and the bare ``tracelint PATH``, as click parsed them (``mode``: source,
+    trace or auto); an option a command does not offer keeps its default here."""
+
+    mode: str
+    paths: tuple[str, ...]
+    fmt: str = "text"
+    fail_on: str | None = None
+    exit_zero: bool = False
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    config_path: str | None = None
+    output: str | None = None
+    exclude: tuple[str, ...] = ()
+    quiet: bool = False
+    statistics: bool = False
+    show_source: bool = False
+    thresholds: tuple[str, ...] = ()
+    verbose: bool = False
+    fix: bool = False
+    unsafe_fixes: bool = False
+    show_diff: bool = False
+    stdin_filename: str | None = None
+    watch: bool = False
+    annotate: str | None = None
+    jobs: int | None = None
+    dask_scheduler: str | None = None
+    baseline_path: str | None = None
+    write_baseline: str | None = None
+    add_noqa: bool = False
+    cache_dir: str | None = None
+    no_cache: bool = False
+
+    @property
+    def from_stdin(self) -> bool:
+        return "-" in self.paths
+
+    @property
+    def fixing(self) -> bool | str:
+        """What the linter does to the files: False, True (--fix) or "diff" (--diff: fixes shown, nothing written)."""
+        return "diff" if self.show_diff else self.fix
+
+    @property
+    def view(self) -> dict:
+        """tracelint.render.render's options of what the report shows."""
+        return dict(verbose=self.verbose, quiet=self.quiet, statistics=self.statistics, show_source=self.show_source)
+
+
+def _check_paths(options: Options) -> None:
+    """``check``, ``trace`` and ``tracelint PATH``: the report of the paths, then exit with its code."""
     try:
-        base = base_config(config_path if config_path or not stdin_filename else None,
-                            near=Path(stdin_filename).parent if stdin_filename else None)
+        base = base_config(options.config_path if options.config_path or not options.stdin_filename else None,
+                           near=Path(options.stdin_filename).parent if options.stdin_filename else None)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    overrides = dict(select=select, ignore=ignore, fail_on=fail_on, thresholds=thresholds,
-                     exclude=_split_plain(exclude))
-    explicit = config_path is not None or "-" in paths
-    view = dict(verbose=verbose, quiet=quiet, statistics=statistics, show_source=show_source)
-    if statistics and fmt not in ("text", "json"):
-        raise click.UsageError(f"--statistics counts findings per rule in the text and json reports, not in {fmt}")
+    overrides = dict(select=options.select, ignore=options.ignore, fail_on=options.fail_on,
+                     thresholds=options.thresholds, exclude=_split_plain(options.exclude))
+    explicit = options.config_path is not None or options.from_stdin
+    if options.statistics and options.fmt not in ("text", "json"):
+        raise click.UsageError("--statistics counts findings per rule in the text and json reports, not in "
+                               f"{options.fmt}")
     config = _overrides(base, **overrides)
-    if "-" in paths:
-        if len(paths) > 1 or watch:
+    if options.from_stdin:
+        if len(options.paths) > 1 or options.watch:
             raise click.UsageError("`-` (read from stdin) must be the only path, without --watch")
-    elif stdin_filename:
+    elif options.stdin_filename:
         raise click.UsageError("--stdin-filename names the code read from stdin: give `-` as the path")
-    fixing = "diff" if show_diff else fix
-    _check_adoption_options(paths, baseline_path, write_baseline, add_noqa, fixing, watch)
+    _check_adoption_options(options)
     # The config's baseline is not applied to code from stdin (an editor shows every finding of the buffer).
-    used = baseline_path or (config.baseline if not (write_baseline or "-" in paths) else None)
+    used = options.baseline_path or (config.baseline if not (options.write_baseline or options.from_stdin) else None)
     baseline = _read_baseline(Path(used)) if used else None
-    cache = _cache_folder(mode, paths, cache_dir, no_cache)
+    cache = _cache_folder(options)
 
     def once() -> RunResult:
         def configure(cfg: Config | None) -> Config:  # each file's config, with the run's options, baseline, cache
@@ -223,14 +269,14 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
             # --fix leaves the baseline's findings alone
             return replace(chosen, baseline=baseline.path if baseline is not None else None, cache_dir=cache)
         try:
-            if "-" in paths:
-                return _stdin_run(mode, stdin_filename or "stdin.py", fixing, unsafe_fixes, configure, config, fmt,
-                                  view)
+            if options.from_stdin:
+                return _stdin_run(options, options.stdin_filename or "stdin.py", configure, config)
             from tracelint.runner import run_paths
 
-            result = run_paths(list(paths), mode=mode, fix=fixing, unsafe_fixes=unsafe_fixes, configure=configure,
-                               progress=progress_enabled() and not watch, jobs=jobs, scheduler=dask_scheduler,
-                               timelines=fmt == "html")
+            result = run_paths(list(options.paths), mode=options.mode, fix=options.fixing,
+                               unsafe_fixes=options.unsafe_fixes, configure=configure,
+                               progress=progress_enabled() and not options.watch, jobs=options.jobs,
+                               scheduler=options.dask_scheduler, timelines=options.fmt == "html")
         except ConfigError as exc:  # a pyproject.toml found next to one of the files
             raise click.UsageError(str(exc)) from None
         if baseline is not None:
@@ -239,55 +285,58 @@ def _run(mode: str, paths, fmt, fail_on, exit_zero, select, ignore, config_path,
             filter_result(result, baseline, config.enabled)
         return result
 
-    if watch:
-        _watch(once, paths, config, lambda result: _report(result, fmt, output, view, show_diff))
-    if annotate and (len(paths) != 1 or not Path(paths[0]).is_file()):
+    if options.watch:
+        _watch(once, options.paths, config, lambda result: _report(result, options))
+    if options.annotate and (len(options.paths) != 1 or not Path(options.paths[0]).is_file()):
         raise click.UsageError("--annotate writes a copy of one trace: give one trace file")
-    if dask_scheduler:
+    if options.dask_scheduler:
         from tracelint.trace.pool import DASK_MISSING, dask_installed
 
         if not dask_installed():
             say(f"error: --dask-scheduler {DASK_MISSING}")
             sys.exit(EXIT_ERROR)
     result = once()
-    if write_baseline:
-        _write_baseline(result, Path(write_baseline), config)
-    if add_noqa:
+    if options.write_baseline:
+        _write_baseline(result, Path(options.write_baseline), config)
+    if options.add_noqa:
         _add_noqa(result)
-    if not ("-" in paths and fixing is True):  # fixed code from stdin went to stdout, its report to stderr
-        _report(result, fmt, output, view, show_diff)
-    if annotate and not result.errors:
+    # fixed code from stdin went to stdout, its report to stderr
+    if not (options.from_stdin and options.fixing is True):
+        _report(result, options)
+    if options.annotate and not result.errors:
         from tracelint.trace.annotate import AnnotateError, annotate_trace
 
         try:
-            done = annotate_trace(paths[0], annotate, config=config)
+            done = annotate_trace(options.paths[0], options.annotate, config=config)
         except (AnnotateError, OSError) as exc:
             say(f"error: --annotate: {exc}")
             sys.exit(EXIT_ERROR)
         say(f"tracelint: wrote {done.path} ({done.gaps} idle gaps, {done.findings} findings, {done.flows} sync "
             "arrows on the tracelint tracks)")
-    if show_diff:
+    if options.show_diff:
         sys.exit(result.exit_code() if result.errors else EXIT_FINDINGS if result.diffs_of_fixes else EXIT_CLEAN)
-    sys.exit(result.exit_code(config.fail_on, exit_zero))
+    sys.exit(result.exit_code(config.fail_on, options.exit_zero))
 
 
-def _cache_folder(mode: str, paths, cache_dir: str | None, no_cache: bool) -> Path | None:
+def _cache_folder(options: Options) -> Path | None:
     """The source half's cache folder for this run (None: none). Code from stdin is linted in a fresh temporary
     folder each time: nothing to find again there."""
-    if mode == "trace" or no_cache or "-" in paths:
+    if options.mode == "trace" or options.no_cache or options.from_stdin:
         return None
-    if cache_dir:
-        return Path(cache_dir)
+    if options.cache_dir:
+        return Path(options.cache_dir)
     from tracelint.source.cache import default_folder
 
     return default_folder()
 
 
-def _check_adoption_options(paths, baseline_path, write_baseline, add_noqa, fixing, watch) -> None:
+def _check_adoption_options(options: Options) -> None:
     """Usage errors for the options that adopt tracelint on existing code (baseline, --add-noqa)."""
+    baseline_path, write_baseline, add_noqa = options.baseline_path, options.write_baseline, options.add_noqa
+    fixing, watch = options.fixing, options.watch
     if baseline_path and write_baseline:
         raise click.UsageError("--baseline and --write-baseline: give one (--write-baseline rewrites the file)")
-    if (baseline_path or write_baseline or add_noqa) and "-" in paths:
+    if (baseline_path or write_baseline or add_noqa) and options.from_stdin:
         raise click.UsageError("--baseline, --write-baseline and --add-noqa read the flagged lines from the files: "
                                "not with `-` (stdin)")
     if add_noqa and (fixing or watch or write_baseline):
@@ -339,10 +388,10 @@ def _add_noqa(result: RunResult) -> None:
     sys.exit(EXIT_ERROR if result.errors or done.errors else EXIT_CLEAN)
 
 
-def _report(result: RunResult, fmt: str, output: str | None, view: dict, show_diff: bool) -> None:
+def _report(result: RunResult, options: Options) -> None:
     """The report, or under --diff the diffs of the fixes on stdout and their count on stderr."""
-    if not show_diff:
-        emit(result, fmt, output, **view)
+    if not options.show_diff:
+        emit(result, options.fmt, options.output, **options.view)
         return
     from tracelint.engine.escape import no_commands
 
@@ -359,21 +408,21 @@ def _split_plain(values: tuple[str, ...]) -> tuple[str, ...] | None:
     return items or None
 
 
-def _stdin_run(mode, name, fix, unsafe_fixes, configure, config, fmt, view) -> RunResult:
+def _stdin_run(options: Options, name: str, configure, config: Config) -> RunResult:
     """``tracelint check - --stdin-filename src/train.py``: the code from stdin, linted (with ``--fix``: fixed) as
     that file would be, in a private temporary folder (nothing is written beside the user's files); with --fix the
     fixed code goes to stdout and the report to stderr, as ruff does (otherwise the caller reports, as for files)."""
     import tempfile
-    from dataclasses import replace
 
     from tracelint.runner import run_paths
 
+    fix, fmt = options.fixing, options.fmt
     data = sys.stdin.buffer.read()
     with tempfile.TemporaryDirectory(prefix="tracelint-stdin-") as folder:
         path = Path(folder) / (Path(name).name or "stdin.py")
         path.write_bytes(data)
-        result = run_paths([path], mode=mode, fix=fix, unsafe_fixes=unsafe_fixes, configure=configure,
-                           timelines=fmt == "html")
+        result = run_paths([path], mode=options.mode, fix=fix, unsafe_fixes=options.unsafe_fixes,
+                           configure=configure, timelines=fmt == "html")
         fixed = path.read_bytes() if fix is True else None
     shown = str(path)
 
@@ -391,7 +440,7 @@ def _stdin_run(mode, name, fix, unsafe_fixes, configure, config, fmt, view) -> R
         sys.stdout.flush()
         from tracelint.render import render
 
-        click.echo(render(result, fmt, **view), err=True, nl=False)
+        click.echo(render(result, fmt, **options.view), err=True, nl=False)
         for error in result.errors:
             say(f"error: {error}")
     return result
@@ -486,7 +535,7 @@ class _BareCommand(click.Command):
 @_options(*_SHARED, *_BASELINE, *_SOURCE, *_TRACE, _PATHS)
 def auto_cmd(**kwargs) -> None:
     """Lint Python files and notebooks, analyze traces: each path by its type."""
-    _run("auto", **kwargs)
+    _check_paths(Options("auto", **kwargs))
 
 
 @cli.command("check")
@@ -503,14 +552,14 @@ def check_cmd(**kwargs) -> None:
     line number: code that moves stays silenced). `baseline = "FILE"` in [tool.tracelint] applies one to every
     run (relative to that pyproject.toml).
     """
-    _run("source", **kwargs)
+    _check_paths(Options("source", **kwargs))
 
 
 @cli.command("trace")
 @_options(*_SHARED, *_BASELINE, *_TRACE, _PATHS)
 def trace_cmd(**kwargs) -> None:
     """Analyze torch.profiler traces (.json, .json.gz, or a directory of rank traces)."""
-    _run("trace", **kwargs)
+    _check_paths(Options("trace", **kwargs))
 
 
 @cli.command("rule")
