@@ -30,8 +30,8 @@ from tracelint.source.limits import (
     MAX_CHAIN,
     MAX_LINE,
     MAX_NESTING,
-    calm,
     hazard,
+    parses_in_time,
     shape,
 )
 from tracelint.source.screen import examine
@@ -185,7 +185,7 @@ def test_the_time_limit_in_process_reports_a_timeout_not_what_libcst_makes_of_it
     # Found by the campaign: the timer's exception interrupted libcst's position pass, whose cleanup raised a
     # KeyError instead ("internal error while linting: KeyError: IndentedBlock(...)").
     text = HEADER + "    z = b.item()\n" * 3000
-    assert calm(text, examine(text))
+    assert parses_in_time(text, examine(text))
     for limit in (0.05, 0.2, 0.5, 1.0, 1.5):
         items = lint_text(tmp_path, text, config=Config(root=tmp_path, file_time_limit=limit))
         assert all(m.startswith("took longer than") for m in errors(items)), errors(items)
@@ -244,7 +244,7 @@ def test_other_unraisable_exceptions_still_reach_the_hook(monkeypatch):
 
 
 def test_a_crash_while_analysing_costs_that_file_only(tmp_path, monkeypatch):
-    monkeypatch.setattr(lint, "calm", lambda text, look: "crash" not in text)
+    monkeypatch.setattr(lint, "parses_in_time", lambda text, facts: "crash" not in text)
     real = lint._analyse
 
     def crash_on_marker(doc, *args):
@@ -271,7 +271,7 @@ def test_an_isolated_file_gives_the_same_results_and_fixes(tmp_path, monkeypatch
     text = HEADER + "opt.zero_grad(set_to_none=False)\nloader = DataLoader(ds)\n"
     (tmp_path / "a.py").write_text(text)
     in_process = lint_text(tmp_path, text)
-    monkeypatch.setattr(lint, "calm", lambda text, look: False)
+    monkeypatch.setattr(lint, "parses_in_time", lambda text, facts: False)
     assert lint_text(tmp_path, text) == in_process
     path = tmp_path / "b.py"
     path.write_text(text)

@@ -341,14 +341,14 @@ def _factories_share(share: tuple) -> dict:
 
 def _settle_precision(jobs: list, results: list[tuple[list, object]]) -> None:
     """Drop the TL401/TL404 findings of files whose programs' precision settings do not call for them
-    (precision_settings.settle: the rules reported them pending, as the settings of the other files were not known
-    yet)."""
+    (precision_settings.standing_pending: the rules reported them pending, as the settings of the other files were
+    not known yet)."""
     calls = {job[0]: result[1] for job, result in zip(jobs, results, strict=True) if result[1] is not None}
     if not any(told.pending for told in calls.values()):
         return  # nothing to settle: libcst need not be imported here
-    from tracelint.source.rules.precision_settings import settle
+    from tracelint.source.rules.precision_settings import standing_pending
 
-    kept = settle(calls)
+    kept = standing_pending(calls)
     for i, (job, (items, told)) in enumerate(zip(jobs, results, strict=True)):
         if told is None or not told.pending:
             continue

@@ -1,6 +1,6 @@
-"""What libcst's parser can take safely: ``hazard(text)``, why a text must not reach it at all, and ``calm(text,
-look)``, whether it parses the text in time for sure (lint.py parses the others in a child process with a time
-limit); both judge by ``shape(text)``, a token-level scan that needs no valid syntax."""
+"""What libcst's parser can take safely: ``hazard(text)``, why a text must not reach it at all, and
+``parses_in_time(text, facts)``, whether it parses the text in time for sure (lint.py parses the others in a child
+process with a time limit); both judge by ``shape(text)``, a token-level scan that needs no valid syntax."""
 from __future__ import annotations
 
 import io
@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tracelint.source.screen import Look
+from tracelint.source.screen import AstFacts
 
 # libcst's native parser recurses once per nesting level and slows down more than linearly with nesting and with
 # trailer chains (libcst 1.9, measured: 1,000 nested ``[`` 5 s, 1,000 nested calls 14 s, 3,000 nested brackets
@@ -19,13 +19,13 @@ MAX_NESTING = 100        # brackets open plus indentation levels at any point (r
 MAX_CHAIN = 100          # attributes, calls and subscripts in a row: a.b[0](x).c ... (real code: 36)
 MAX_LINE = 100_000       # characters in one line (real code: 72,574, a generated table of names on one line)
 # Within those limits libcst's time still grows faster than the text (a 40 kB file of 570-deep sums takes 9 s):
-# a file beyond one of these "calm" levels, or that Python's parser rejects (then libcst alone judges it), is
-# parsed in a child process that is killed at the per-file time limit (lint.py). Real code is calm but for
+# a file beyond one of these "in time" levels, or that Python's parser rejects (then libcst alone judges it), is
+# parsed in a child process that is killed at the per-file time limit (lint.py). Real code is within them but for
 # generated files: the largest ast depth in torch is 94 (an elif chain), in sympy's generated tables 569.
-CALM_NESTING = 30
-CALM_CHAIN = 30
-CALM_DEPTH = 100         # depth of Python's syntax tree
-CALM_CHARS = 256 * 1024  # libcst parses real code at 0.05 to 1 MB/s
+IN_TIME_NESTING = 30
+IN_TIME_CHAIN = 30
+IN_TIME_DEPTH = 100         # depth of Python's syntax tree
+IN_TIME_CHARS = 256 * 1024  # libcst parses real code at 0.05 to 1 MB/s
 
 _STRING = (r"""'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*(?:'''|\Z)"""
            r'''|"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*(?:"""|\Z)'''
@@ -134,11 +134,11 @@ def hazard(text: str) -> tuple[str, int] | None:
     return None
 
 
-def calm(text: str, look: Look) -> bool:
+def parses_in_time(text: str, facts: AstFacts) -> bool:
     """Whether libcst parses ``text`` in time for sure (else it is parsed in a child process with a time limit)."""
     found = shape(text)
-    return look.sites is not None and look.depth <= CALM_DEPTH and len(text) <= CALM_CHARS \
-        and found.nesting <= CALM_NESTING and found.chain <= CALM_CHAIN
+    return facts.sites is not None and facts.depth <= IN_TIME_DEPTH and len(text) <= IN_TIME_CHARS \
+        and found.nesting <= IN_TIME_NESTING and found.chain <= IN_TIME_CHAIN
 
 
 def parsed_or_none(text: str):

@@ -6,13 +6,14 @@ parser sees it when it is past one of the limits in limits.py (nesting, trailer 
 document.py) or too complex for Python's own parser, and no file takes much longer than the per-file time limit
 (``Config.file_time_limit``, ``file-time-limit`` in [tool.tracelint], 20 s by default; counted from the read):
 
-- A *calm* file (``limits.calm``: Python's parser took it, at most 256 kB, shallow) is analysed in this process
+- A file that parses in time (``limits.parses_in_time``: Python's parser took it, at most 256 kB, shallow) is
+  analysed in this process
   under a timer (``signal.setitimer`` on POSIX, main thread only, when no one else uses SIGALRM) that interrupts
   the Python part (rules, positions, fixes); its native parse is short by construction.
 - Any other file (Python's parser rejected it, so libcst alone judges it; or it is large or deep) is analysed in a
   forked child process (engine.workers) that is killed at the limit; a child that dies (SIGSEGV in the native
   parser, say) costs that file only. Forking costs a few milliseconds and most of a file's time in fresh memory,
-  so calm files, nearly all real ones, do not pay it.
+  so the files that parse in time, nearly all real ones, do not pay it.
 - Without fork (Windows) or with other threads running (fork would copy their locks), every file is analysed
   in-process: the timer where it can be set, else no time limit.
 """
@@ -38,14 +39,14 @@ from tracelint.source.cache import Cache, content_digest
 from tracelint.source.cache import key as cache_key
 from tracelint.source.document import DocumentError, NotebookDocument, PythonDocument, read_document
 from tracelint.source.fix import NotWritten, choose_fixes, write_atomic
-from tracelint.source.limits import calm, hazard
+from tracelint.source.limits import hazard, parses_in_time
 from tracelint.source.project import pinned_torch
 from tracelint.source.runcalls import Entry, RunCalls, import_targets
 from tracelint.source.screen import (
     PARAMETER_CALL,
     PROJECT_CALL,
     SYNC_KINDS,
-    Look,
+    AstFacts,
     examine,
     may_report,
     parse_quietly,
@@ -90,9 +91,9 @@ class _Crashed(Exception):
 # The last texts parsed and screened in this process: the rounds of a run (callers.py, project.py) analyse a file
 # several times; its tree, screen and positions (semantic/model.py) are made once. libcst trees are immutable.
 _KEEP = 64
-_KEEP_LOOKS = 4096  # a Look is a few small sets: every file of a large run
+_KEEP_AST_FACTS = 4096  # an AstFacts is a few small sets: every file of a large run
 _parsed: dict[str, cst.Module] = {}
-_looks: dict[str, Look] = {}
+_ast_facts: dict[str, AstFacts] = {}
 
 
 def _kept(cache: dict, text: str, value, keep: int = _KEEP):
@@ -102,9 +103,9 @@ def _kept(cache: dict, text: str, value, keep: int = _KEEP):
     return value
 
 
-def _examine(text: str) -> Look:
-    look = _looks.get(text)
-    return look if look is not None else _kept(_looks, text, examine(text), _KEEP_LOOKS)
+def _examine(text: str) -> AstFacts:
+    facts = _ast_facts.get(text)
+    return facts if facts is not None else _kept(_ast_facts, text, examine(text), _KEEP_AST_FACTS)
 
 
 def parse(text: str) -> cst.Module:
@@ -164,15 +165,15 @@ def _syntax_error(text: str, exc) -> ParseError:
 
 def _check(doc: PythonDocument | NotebookDocument, display: str, rules: list[type[SourceRule]],
            config: Config, found: frozenset[str] | None, run: _Run | None = None,
-           look: Look | None = None) -> list[Finding]:
+           facts: AstFacts | None = None) -> list[Finding]:
     """The findings of ``rules`` on ``doc`` as the user sees them (config applied, suppressed ones dropped);
-    ``found`` is ``screen.sites(doc.text)``, ``look`` the screen's ``Look`` of it.
+    ``found`` is ``screen.sites(doc.text)``, ``facts`` the screen's ``AstFacts`` of it.
     With ``run`` (a run of several files: callers.py), the file's entry points from the other files are used, and
     what it tells the others is stored in ``run.calls``."""
     pinned = run.pinned if run is not None else {}
     active = [cls for cls in rules if (cls.wanted(doc.text) or pinned and cls.follows_pinned_loaders)
               and may_report(cls.code, found) and not (run is not None and run.calls_only)]
-    if not active and run is None and look is not None and look.sites is not None:
+    if not active and run is None and facts is not None and facts.sites is not None:
         return []  # Python's parser took the file (else libcst must judge it: a syntax error is reported)
     from tracelint.source.rule import run_rules
     from tracelint.source.semantic.model import FileContext
@@ -244,7 +245,7 @@ class _Run:
     on_device: bool = False  # a file of the run with device evidence calls this file's functions
     graph_collates: frozenset[str] = frozenset()  # loader.collates.graph_collates of the run
     precision: frozenset[str] | None = frozenset()  # precision_settings.program_precision of this file (None:
-                                                     # settled after the analysis, precision_settings.settle)
+                                                     # settled after the analysis, precision_settings.standing_pending)
     pinned: dict[str, frozenset[int | str]] = field(default_factory=dict)  # runcalls.pinned_parameters of the file
     stepping: frozenset[str] = frozenset()  # runcalls.stepping_calls of the file
     alone: bool = False  # judged on its own settings (a one-file run, a project file a call leads to)
@@ -252,7 +253,7 @@ class _Run:
     parameters: dict = field(default_factory=dict)  # project.parameter_modules of the file
     arguments: dict = field(default_factory=dict)  # runcalls.argument_kinds of the file
     calls_only: bool = False  # a round of call following: what the file tells the others, no rule runs
-    defines: frozenset[str] | None = None  # the screen's Look.defines (None: Python's parser did not take the file)
+    defines: frozenset[str] | None = None  # the screen's AstFacts.defines (None: Python's parser did not take the file)
     calls: RunCalls | None = None
 
 
@@ -344,11 +345,11 @@ def _lint_document(doc: PythonDocument | NotebookDocument, config: Config, fix: 
         # In a run it tells the others what it defines: a helper that never names torch may still be called
         # every step with tensors (``def accuracy(out, y): return (out.argmax(1) == y).sum().item()``); then it
         # is analysed with what the calls bring.
-        look = _examine(doc.text)
-        if look.parsed or look.too_complex:  # (as ``parses``: one parse, the screen's)
-            return [FileChecked(display)], _told(RunCalls(look.defines), doc), True
-    look = _examine(doc.text)
-    if look.too_complex:
+        facts = _examine(doc.text)
+        if facts.parsed or facts.too_complex:  # (as ``parses``: one parse, the screen's)
+            return [FileChecked(display)], _with_imports(RunCalls(facts.defines), doc), True
+    facts = _examine(doc.text)
+    if facts.too_complex:
         return [InputError(display, "nested too deeply for Python's own parser: not analysed"),
                 FileChecked(display)], None, True
     # Nor can a file without a site any enabled rule reports on (screen.py; the catalog says which rules are source
@@ -356,25 +357,25 @@ def _lint_document(doc: PythonDocument | NotebookDocument, config: Config, fix: 
     def wanted(code: str) -> bool:
         return config.enabled(code) and not config.ignored_for(display, code)
 
-    if run is not None and look.sites is not None:
-        run.defines = look.defines
+    if run is not None and facts.sites is not None:
+        run.defines = facts.defines
     # an entry point makes any body per-step; a pinned loader passed in makes any loop over a parameter a draw
-    found = look.sites if run is None or not (run.entries or run.pinned) else None
+    found = facts.sites if run is None or not (run.entries or run.pinned) else None
     codes = (code for code, rule_doc in catalog().items() if "source" in rule_doc.implemented_by)
     if found is not None and not any(may_report(code, found) for code in codes if wanted(code)):
         if run is None or not _follows_calls(found, run):
             # no rule reports here whatever the run tells it of devices: none to tell (runcalls.resolve)
-            told = _told(RunCalls(look.defines, sync_sites=False), doc) if run is not None else None
-            return [FileChecked(display)], told, True
+            calls = _with_imports(RunCalls(facts.defines, sync_sites=False), doc) if run is not None else None
+            return [FileChecked(display)], calls, True
     rules = [cls for cls in source_rules() if wanted(cls.code)]  # imports libcst and the rules: before any timer
     limit = config.file_time_limit
 
     def analyse() -> _Outcome:
-        return _analyse(doc, display, rules, config, found, fix, unsafe_fixes, run, look)
+        return _analyse(doc, display, rules, config, found, fix, unsafe_fixes, run, facts)
 
     left = max(0.001, started + limit - time.monotonic())
     try:
-        if calm(doc.text, look) or not can_fork():
+        if parses_in_time(doc.text, facts) or not can_fork():
             with _deadline(left) as timer:
                 outcome = analyse()
             if timer.expired:  # whatever the analysis made of the interruption (libcst may turn it into a KeyError)
@@ -399,9 +400,9 @@ def _lint_document(doc: PythonDocument | NotebookDocument, config: Config, fix: 
             error = InputError(display, f"cannot write the fixed file: {_one_line(exc)}")
             return [*outcome.before, error, FileChecked(display)], outcome.calls, False
     calls = outcome.calls
-    if calls is not None and look.sites is not None and not look.sites & SYNC_KINDS:
+    if calls is not None and facts.sites is not None and not facts.sites & SYNC_KINDS:
         calls = replace(calls, sync_sites=False)
-    return ([*outcome.findings, *outcome.errors, done], _told(calls, doc) if calls is not None else None,
+    return ([*outcome.findings, *outcome.errors, done], _with_imports(calls, doc) if calls is not None else None,
             outcome.lasting)
 
 
@@ -413,7 +414,7 @@ def _follows_calls(found: frozenset[str] | None, run: _Run | None) -> bool:
                                                           PARAMETER_CALL in found)
 
 
-def _told(calls: RunCalls, doc) -> RunCalls:
+def _with_imports(calls: RunCalls, doc) -> RunCalls:
     """``calls`` with the file's imports, which the run needs to settle the programs' precision (the files' own
     settings: ``_own_precision``, else read when the run settles)."""
     return replace(calls, imports=import_targets(doc.text.encode("utf-8", "surrogatepass")))
@@ -440,11 +441,11 @@ def _unified_diff(path: Path, fixed: bytes, display: str) -> str:
 
 
 def _analyse(doc, display: str, rules, config: Config, found, fix: bool, unsafe: bool,
-             run: _Run | None = None, look: Look | None = None) -> _Outcome:
+             run: _Run | None = None, facts: AstFacts | None = None) -> _Outcome:
     """The findings (and with ``fix`` the fixed document) of one file; every failure an InputError in the outcome.
     Writes nothing: it may run in a child process, and the time limit must never cut a write short."""
     try:
-        findings = _check(doc, display, rules, config, found, run, look)
+        findings = _check(doc, display, rules, config, found, run, facts)
         if fix:
             outcome = _fix(doc, display, rules, config, findings, unsafe)
         else:

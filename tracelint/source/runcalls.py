@@ -39,7 +39,7 @@ class RunCalls:
     sync_sites: bool = True                # the screen found host-device sync sites (device evidence matters)
     precision: frozenset[str] = frozenset()  # with ``pending``: the file's own precision settings
     imports: tuple[str, ...] = ()          # what it imports (import_targets): how programs connect files
-    pending: frozenset[str] = frozenset()  # TL401/TL404: its findings stand only if its program agrees (settle)
+    pending: frozenset[str] = frozenset()  # TL401/TL404: its findings stand only if its program agrees
     pinned: tuple[tuple[str, int | str], ...] = ()  # (target, position or keyword): a pinned DataLoader passed to
                                                     # an imported function (TL203 follows it there)
     stepping: frozenset[str] = frozenset()  # "f", "C.m" of this file whose body steps an optimizer (or calls backward)

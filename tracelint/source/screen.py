@@ -205,7 +205,7 @@ def sites(text: str) -> frozenset[str] | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Look:
+class AstFacts:
     """What Python's own parser says of a text: its site kinds (None when it could not parse it), whether it gave
     up as the text is too complex for it (nested too deeply: RecursionError or MemoryError), and the depth of the
     syntax tree (0 when not parsed)."""
@@ -235,21 +235,21 @@ def parses(text: str) -> bool:
     return True
 
 
-def examine(text: str) -> Look:
+def examine(text: str) -> AstFacts:
     """``ast.parse`` and the screen: CPython's own parser (the one that imports the file) is safe on any text, with
     its own limits (200 nested brackets, 100 indentation levels, a guard against deep recursion)."""
     try:
         tree = parse_quietly(text)
     except (RecursionError, MemoryError):
-        return Look(None, too_complex=True)
+        return AstFacts(None, too_complex=True)
     except (SyntaxError, ValueError, OverflowError):
-        return Look(None)
+        return AstFacts(None)
     screen = _Screen(tree, _LAUNCH_BLOCKING in text)
     try:
         found = screen.run()
-        return Look(found, depth=screen.depth, defines=_defines(tree), parsed=True)
+        return AstFacts(found, depth=screen.depth, defines=_defines(tree), parsed=True)
     except Exception:  # noqa: BLE001 - RecursionError, or a bug here: then nothing is screened out (always sound)
-        return Look(None, depth=screen.depth, parsed=True)
+        return AstFacts(None, depth=screen.depth, parsed=True)
 
 
 # The prefilter's step words: the model's own (semantic.steps judges loops by them) and looser ones of its own.

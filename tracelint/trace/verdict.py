@@ -75,7 +75,8 @@ class Verdict:
         return self.evidence
 
 
-def _f(x: float) -> str:
+def _figure(x: float) -> str:
+    """A percentage or a duration as the verdict writes it: whole above 10, else one decimal."""
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
 
@@ -85,14 +86,14 @@ def _busy_work(metrics: dict) -> str:
     parts = []
     mfu = M.MFU_PCT.of(metrics)
     if mfu is not None:
-        parts.append(f"MFU {_f(mfu)}%")
-    peaks = [f"{what} at {_f(pct)}%" for what, pct in (("GEMMs", M.GEMM_PEAK_PCT.of(metrics)),
+        parts.append(f"MFU {_figure(mfu)}%")
+    peaks = [f"{what} at {_figure(pct)}%" for what, pct in (("GEMMs", M.GEMM_PEAK_PCT.of(metrics)),
                                                       ("convolutions", M.CONV_PEAK_PCT.of(metrics))) if pct is not None]
     if peaks:
         parts.append(f"{', '.join(peaks)} of their dtype's peak")
     memory_bound = M.MEMORY_BOUND_KERNEL_PCT.of(metrics)
     if memory_bound is not None and memory_bound >= MEMORY_BOUND_SAID_PCT:
-        parts.append(f"memory-bound kernels {_f(memory_bound)}% of kernel time")
+        parts.append(f"memory-bound kernels {_figure(memory_bound)}% of kernel time")
     return f"; {', '.join(parts)}" if parts else ""
 
 
@@ -100,7 +101,7 @@ MEMORY_BOUND_SAID_PCT = 25.0  # below this share the memory-bound kernels are no
 
 
 def _ms(us: float) -> str:
-    return f"{_f(us / 1000)} ms"
+    return f"{_figure(us / 1000)} ms"
 
 
 def decide(metrics: dict, config: Config | None = None, *, cpu_only: bool = False, truncated: bool = False,
@@ -124,19 +125,20 @@ def _unprofiled(verdict: Verdict, metrics: dict, config: Config, recording: Reco
     gpu_ms = gpu_busy_ms_per_step(metrics)
     what = ", ".join(recording.heavy) if recording is not None and recording.heavy else "its host overhead"
     if 100.0 * gpu_ms / unprofiled >= config.threshold("gpu-bound-busy-pct"):
-        return Verdict(GPU_BOUND, f"gpu-bound: when not profiled, GPU work {_f(gpu_ms)} of {_f(unprofiled)} ms per "
-                                  f"step{_busy_work(metrics)}; the profiled trace reads {verdict.kind} because the "
-                                  f"profiler's host overhead ({what}) inflated the step {inflation:.1f}×")
-    return Verdict(verdict.kind, f"{verdict.evidence}; {verdict.kind} when not profiled too (GPU work {_f(gpu_ms)} "
-                                 f"of {_f(unprofiled)} ms per step; the profiler ({what}) inflated the step "
-                                 f"{inflation:.1f}×)")
+        return Verdict(GPU_BOUND, f"gpu-bound: when not profiled, GPU work {_figure(gpu_ms)} of "
+                                  f"{_figure(unprofiled)} ms per step{_busy_work(metrics)}; the profiled trace reads "
+                                  f"{verdict.kind} because the profiler's host overhead ({what}) inflated the step "
+                                  f"{inflation:.1f}×")
+    return Verdict(verdict.kind, f"{verdict.evidence}; {verdict.kind} when not profiled too "
+                                 f"(GPU work {_figure(gpu_ms)} of {_figure(unprofiled)} ms per step; the profiler "
+                                 f"({what}) inflated the step {inflation:.1f}×)")
 
 
 def _pipeline_verdict(metrics: dict, p2p_pct: float, p2p_us: float, where: str, wait: RankWait | None,
                       stage: Stage | None) -> Verdict:
-    fills = f"sends and recvs with no compute beside them fill {_f(p2p_pct)}% {where} ({_ms(p2p_us)} per step)"
+    fills = f"sends and recvs with no compute beside them fill {_figure(p2p_pct)}% {where} ({_ms(p2p_us)} per step)"
     compute = M.COMPUTE_BUSY_PCT.of(metrics)
-    computes = f"; it computes {_f(compute)}% of the window" if compute is not None else ""
+    computes = f"; it computes {_figure(compute)}% of the window" if compute is not None else ""
     if stage is None or wait is None:
         return Verdict(PIPELINE_BOUND, f"pipeline-bound: {fills}{computes}: a pipeline stage waiting for its "
                                        "neighbours (the fill and drain of the pipeline, a slower stage); analyze the "
@@ -146,7 +148,7 @@ def _pipeline_verdict(metrics: dict, p2p_pct: float, p2p_us: float, where: str, 
     return Verdict(PIPELINE_BOUND, f"pipeline-bound: stage {stage.index} (rank {wait.rank}) waits "
                                    f"{_ms(wait.p2p_wait_us)} per step in send/recv for its neighbours"
                                    f"{'' if wait.waits_for is None else f' (most for rank {wait.waits_for})'}"
-                                   f"{moved}; {fills}; it computes {_f(100.0 - stage.bubble_pct)}% of its step")
+                                   f"{moved}; {fills}; it computes {_figure(100.0 - stage.bubble_pct)}% of its step")
 
 
 def _decide(metrics: dict, config: Config, *, cpu_only: bool, truncated: bool, wait: RankWait | None,
@@ -185,14 +187,14 @@ def _decide(metrics: dict, config: Config, *, cpu_only: bool, truncated: bool, w
     limit = config.threshold("comm-bound-exposed-pct")
     if exposed is not None and exposed - p2p_pct >= limit:
         own = (M.EXPOSED_COMM_US.of(metrics) or 0.0) - p2p_us
-        fills = (f"communication with no compute beside it fills {_f(exposed - p2p_pct)}% {where} "
+        fills = (f"communication with no compute beside it fills {_figure(exposed - p2p_pct)}% {where} "
                  f"({_ms(own / steps)} per step{', sends and recvs aside' if p2p_us else ''})")
         if wait is not None and wait.waits_for is not None and wait.wait_us - wait.p2p_wait_us > 0:
             return Verdict(COMM_BOUND, f"comm-bound: rank {wait.rank} waits {_ms(wait.wait_us - wait.p2p_wait_us)} "
                                        f"per step in {wait.collective or 'collectives'} for rank {wait.waits_for}; "
                                        f"{fills}")
         overlap = M.COMM_OVERLAP_PCT.of(metrics)
-        tail = f"; {_f(overlap)}% of the communication overlaps compute" if overlap is not None else ""
+        tail = f"; {_figure(overlap)}% of the communication overlaps compute" if overlap is not None else ""
         return Verdict(COMM_BOUND, f"comm-bound: {fills}{tail}")
     if p2p_pct >= limit:
         return _pipeline_verdict(metrics, p2p_pct, p2p_us / steps, where, wait, stage)
@@ -201,29 +203,31 @@ def _decide(metrics: dict, config: Config, *, cpu_only: bool, truncated: bool, w
         mm = M.MATMUL_TIME_US.of(metrics) or 0.0
         kernel_time = M.KERNEL_TIME_US.of(metrics) or 0.0
         if kernel_time and mm:
-            extra = f"; matmul/conv kernels take {_f(100.0 * mm / kernel_time)}% of kernel time"
+            extra = f"; matmul/conv kernels take {_figure(100.0 * mm / kernel_time)}% of kernel time"
         h2d = M.H2D_PCT_OF_GPU_BUSY.of(metrics) or 0.0
         if h2d >= 10.0:
             pageable = (M.H2D_PAGEABLE_BYTES.of(metrics) or 0) > (M.H2D_PINNED_BYTES.of(metrics) or 0)
             extra += (f"; host-to-device copies{' from pageable memory' if pageable else ''} "
-                      f"fill {_f(h2d)}% of the busy time")
+                      f"fill {_figure(h2d)}% of the busy time")
         if exposed is not None and exposed - p2p_pct >= 5.0:
-            extra += f"; communication with no compute beside it fills {_f(exposed - p2p_pct)}% of the window"
+            extra += f"; communication with no compute beside it fills {_figure(exposed - p2p_pct)}% of the window"
         if p2p_pct >= 5.0:
-            extra += f"; sends and recvs with no compute beside them fill {_f(p2p_pct)}% of the window"
-        return Verdict(GPU_BOUND, f"gpu-bound: GPU busy {_f(busy)}% {where}{_busy_work(metrics)}{extra}")
+            extra += f"; sends and recvs with no compute beside them fill {_figure(p2p_pct)}% of the window"
+        return Verdict(GPU_BOUND, f"gpu-bound: GPU busy {_figure(busy)}% {where}{_busy_work(metrics)}{extra}")
     idle = 100.0 - busy
     data = M.IDLE_PCT["data_wait"].of(metrics) or 0.0
     if data >= data_limit:
-        return Verdict(INPUT_BOUND, f"input-bound: GPU idle {_f(idle)}% {where}; {_f(data)}% of that idle time "
-                                    "the main thread waits in DataLoader.__next__")
+        return Verdict(INPUT_BOUND, f"input-bound: GPU idle {_figure(idle)}% {where}; {_figure(data)}% of that "
+                                    "idle time the main thread waits in DataLoader.__next__")
     cause = max(_HOST_CAUSES, key=lambda c: M.IDLE_PCT[c].of(metrics) or 0.0)
     share = M.IDLE_PCT[cause].of(metrics) or 0.0
-    text = _HOST_CAUSES[cause].format(gap=_f(min_gap_us))
+    text = _HOST_CAUSES[cause].format(gap=_figure(min_gap_us))
     tail = ""
     per_step = M.KERNELS_PER_STEP.of(metrics)
     if cause in ("launch_overhead", "short_gap") and per_step:
         tail = f" ({per_step:.0f} kernels per step, mean {M.MEAN_KERNEL_US.of(metrics) or 0:.1f} µs)"
     if data > share:  # under the input-bound threshold, yet more than the host part named: say both
-        tail += f"; {_f(data)}% of it the main thread waits in DataLoader.__next__ (input-bound from {_f(data_limit)}%)"
-    return Verdict(CPU_BOUND, f"cpu-bound: GPU idle {_f(idle)}% {where}; {_f(share)}% of that idle time {text}{tail}")
+        tail += (f"; {_figure(data)}% of it the main thread waits in DataLoader.__next__ (input-bound from "
+                 f"{_figure(data_limit)}%)")
+    return Verdict(CPU_BOUND, f"cpu-bound: GPU idle {_figure(idle)}% {where}; {_figure(share)}% of that idle time "
+                              f"{text}{tail}")

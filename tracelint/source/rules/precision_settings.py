@@ -265,7 +265,7 @@ def program_precision(paths: list[Path]) -> dict[Path, frozenset[str]]:
     Imports are resolved to the run's files by module path, as calls are (runcalls.programs). Only the files
     connected to such a file are parsed (in this process); a file that sets nothing and is connected to no file that
     does is absent. A plain run does not call this: the files' settings are read where they are analysed and the run
-    settles the rest (``settle``); ``--fix`` does, as a fix must know before it is written."""
+    settles the rest (``standing_pending``); ``--fix`` does, as a fix must know before it is written."""
     texts: dict[Path, bytes] = {}
     imports: dict[Path, tuple[str, ...]] = {}
     for path in paths:
@@ -292,7 +292,7 @@ def program_precision(paths: list[Path]) -> dict[Path, frozenset[str]]:
     return out
 
 
-def settle(calls: dict[Path, RunCalls]) -> dict[Path, frozenset[str]]:
+def standing_pending(calls: dict[Path, RunCalls]) -> dict[Path, frozenset[str]]:
     """The rules whose findings stand in each file with ``pending`` rules, once its programs' settings are known:
     TL401 where the programs compute matmuls and set nothing else, TL404 where they compute in fp16/bf16. The
     settings of a file with pending rules come with its analysis (``RunCalls.precision``); those of the other files

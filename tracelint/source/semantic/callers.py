@@ -554,7 +554,7 @@ class Callers:
                   defines: frozenset[str] | None = None) -> RunCalls:
         """The functions this file defines, its per-step calls of imported functions, and (``on_device``: the file
         shows device evidence) every imported function it calls (``RunCalls``). ``defines`` is the screen's
-        ``Look.defines`` (None where Python's parser did not take the file: then they come from the walk).
+        ``AstFacts.defines`` (None where Python's parser did not take the file: then they come from the walk).
         ``project_calls`` False (the screen saw no call of a project function in a loop) and no device evidence:
         only the definitions, without a walk of the module."""
         tree = self.tree

@@ -16,7 +16,8 @@ API for rule authors (one ``FileContext`` per file, shared by every rule on that
     ctx.program_precision     in a run of several files: the precision settings (precision_settings.TF32, ...) of
                               the programs the file is part of (rules/precision_settings.py); None outside a run,
                               and in a plain run, where ``ctx.defer_precision`` is set: rules that depend on them
-                              add their code to ``ctx.pending`` and the run settles them (precision_settings.settle)
+                              add their code to ``ctx.pending`` and the run settles them
+                              (precision_settings.standing_pending)
     ctx.ints(expr) / ctx.device(expr)   constant and device data flow (flow.py): the integers ``expr`` may hold
                               (None: unknown), and whether it names an accelerator (True), the CPU (False) or
                               nothing the file binds (None)
@@ -240,8 +241,9 @@ class FileContext:
         # Names of functions of other files of the run that batch graphs in a collate (loader.collates.graph_collates).
         self.graph_collates = graph_collates
         # The precision settings of the programs this file is part of (precision_settings.program_precision); None:
-        # one file. In a run whose programs' settings are settled after the analysis (precision_settings.settle): the
-        # rules whose findings stand only if the programs agree (``pending``).
+        # one file. In a run whose programs' settings are settled after the analysis
+        # (precision_settings.standing_pending): the rules whose findings stand only if the programs agree
+        # (``pending``).
         self.program_precision = program_precision
         # {"f" or "C.m": positions or keywords}: parameters another file of the run passes a pinned DataLoader
         self.pinned_parameters: dict[str, frozenset[int | str]] = {}
