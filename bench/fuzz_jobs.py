@@ -143,7 +143,7 @@ def check(folder: Path) -> str | None:
     from tests.trace.fuzzing import _non_json
     from tracelint.engine import InputError
     from tracelint.trace.analyze import Report, analyze_paths
-    from tracelint.trace.job import step_us
+    from tracelint.trace.job.rank_digest import step_us
 
     try:
         items = list(analyze_paths([folder], jobs=1))

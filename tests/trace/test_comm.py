@@ -127,7 +127,7 @@ def test_dlrm_waits_match_a_plain_reading(public_traces):
     assert M.COLLECTIVES_MATCHED.of(job.metrics) == 8 and M.COLLECTIVES_UNMATCHED.of(job.metrics) == 0
     assert M.CLOCK_OFFSET_US_MAX.of(job.metrics) < 10  # one host: the collectives end together
     # rank 7's lead shows no quiet host time and no extra compute: what the trace records does not explain it, so it
-    # may be the profiler's (tracelint.trace.lead): an info finding, no straggler named
+    # may be the profiler's (tracelint.trace.job.straggler): an info finding, no straggler named
     assert M.STRAGGLER_RANK.of(job.metrics) is None
     assert [(f.code, f.severity.name) for f in job.findings] == [("TL602", "INFO")]
     assert dict(job.findings[0].details)["straggler_rank"] == 7

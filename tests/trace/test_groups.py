@@ -15,8 +15,8 @@ from tracelint.engine import Config
 from tracelint.engine import metrics as M
 from tracelint.testing import TraceBuilder, analyze, analyze_job
 from tracelint.trace import Report, analyze_paths
-from tracelint.trace.digest import digest_of, step_us
-from tracelint.trace.job import analyze_job as judge_job
+from tracelint.trace.job.rank_digest import digest_of, step_us
+from tracelint.trace.job.ranks import analyze_job as judge_job
 from tracelint.trace.rules.distributed import StragglerRank
 
 JOBS = ["ddp-2xh100/ddp_default", "ddp-2xh100/ddp_no_sync", "ddp-2xh100/ddp_straggler", "ddp-2xh100/fsdp2",

@@ -205,10 +205,10 @@ def test_a_lone_stage_trace_reads_its_peers_from_the_ops_that_issued_its_kernels
 
 def test_the_schedule_of_a_stage_covers_its_compute_and_its_sends(multi_gpu_traces):
     """The HTML report's schedule diagram: per stage, the last profiled step's segments. Their compute (forward +
-    backward) is the step's compute union as the job reads it (tracelint.trace.digest), and the send/recv segments
-    hold the step's p2p kernels: a plain reading of the same step."""
-    from tracelint.trace.comm import compute_of
+    backward) is the step's compute union as the job reads it (tracelint.trace.job.rank_digest), and the send/recv
+    segments hold the step's p2p kernels: a plain reading of the same step."""
     from tracelint.trace.intervals import overlap
+    from tracelint.trace.job.communication import compute_of
     from tracelint.trace.timeline import SEGMENT_JOIN_US
 
     for trace in sorted((multi_gpu_traces / "pp-4xh100" / "pp_gpipe_m8").glob("*.pt.trace.json.gz")):

@@ -22,7 +22,8 @@ from tracelint.engine import metrics as M
 from tracelint.testing import TraceBuilder
 from tracelint.trace import analyze, pool
 from tracelint.trace.analyze import Report, analyze_paths
-from tracelint.trace.job import analyze_job, digest_of
+from tracelint.trace.job.rank_digest import digest_of
+from tracelint.trace.job.ranks import analyze_job
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"
 

@@ -116,7 +116,7 @@ COMM_TIME_US = _declare(
     "comm_time_us", "us", None,
     "Length of the union of the device's communication intervals in the GPU window: NCCL/RCCL kernels of every "
     "collective and send/recv, symmetric-memory and DeepEP communication kernels, peer-to-peer copies "
-    "(tracelint.trace.comm). None when the device ran no communication.")
+    "(tracelint.trace.job.communication). None when the device ran no communication.")
 COMM_OVERLAP_PCT = _declare(
     "comm_overlap_pct", "pct", "higher",
     "Part of comm_time_us during which compute runs on the same device (any stream), in percent of comm_time_us.")
@@ -131,12 +131,14 @@ COMM_WAIT_US = _declare(
     "comm_wait_us", "us", "lower",
     "Per step: the time this rank's communication waits for its peers — the union of its wait intervals, each from "
     "its kernel's start to the latest start over the ranks of a matched collective (the later start of a paired "
-    "send and recv), at most to the kernel's end (tracelint.trace.groups). A union: waits in collectives that "
-    "overlap in time count once, and never add up to more than the step. None without the other ranks' traces.")
+    "send and recv), at most to the kernel's end (tracelint.trace.job.process_groups). A union: waits in collectives "
+    "that overlap in time count once, and never add up to more than the step. None without the other ranks' "
+    "traces.")
 P2P_TIME_US = _declare(
     "p2p_time_us", "us", None,
     "Length of the union of the device's send/recv kernels in the GPU window: kernels issued by record_param_comms "
-    "sends or recvs that name their peer (tracelint.trace.comm). Only on a device with such kernels.", scope="rank")
+    "sends or recvs that name their peer (tracelint.trace.job.communication). Only on a device with such kernels.",
+    scope="rank")
 EXPOSED_P2P_US = _declare(
     "exposed_p2p_us", "us", None,
     "The part of p2p_time_us with no compute beside it: on a pipeline stage mostly waiting for a neighbouring "
@@ -144,7 +146,8 @@ EXPOSED_P2P_US = _declare(
 P2P_WAIT_US = _declare(
     "p2p_wait_us", "us", "lower",
     "Per step: the union of the wait intervals of this rank's paired sends and recvs (from its kernel's start to "
-    "the later start of the pair, at most to its end; tracelint.trace.p2p). Only on a rank of a job with p2p.",
+    "the later start of the pair, at most to its end; tracelint.trace.job.p2p_pairs). Only on a rank of a job with "
+    "p2p.",
     scope="rank")
 P2P_TRANSFER_US = _declare(
     "p2p_transfer_us", "us", None,
@@ -152,14 +155,14 @@ P2P_TRANSFER_US = _declare(
     "moves. Only on a rank of a job with p2p.", scope="rank")
 COMM_GROUPS = _declare(
     "comm_groups", "label", None,
-    "One record per process group this rank communicates in (tracelint.trace.groups): group (its name), kind (tp, "
-    "dp, fsdp, pp, … from its description or what it carries), ranks, and per step comm_us (the union of the "
+    "One record per process group this rank communicates in (tracelint.trace.job.process_groups): group (its name), "
+    "kind (tp, dp, fsdp, pp, … from its description or what it carries), ranks, and per step comm_us (the union of the "
     "group's kernels), exposed_us (its part with no compute beside it), wait_us (the union of this rank's wait "
     "intervals in the group) and waits_for (the member it waits for most). Only on a rank of a job.", scope="rank")
 PIPELINE_STAGE = _declare(
     "pipeline_stage", "label", None,
     "The rank's stage in a pipeline-parallel job: its place down the chain of sends and recvs, 0 for the stage "
-    "that sends first (tracelint.trace.pipeline).", scope="rank")
+    "that sends first (tracelint.trace.job.pipeline).", scope="rank")
 STAGE_COMPUTE_US = _declare(
     "stage_compute_us", "us", None,
     "Per step, on a pipeline stage: the union of its compute intervals (kernels, copies, memsets that are not "
@@ -428,8 +431,8 @@ STRAGGLER_RANK = _declare(
     "The rank that holds the others up: with tracelint.profile's unprofiled record on every rank, the rank the "
     "others wait for when their largest unprofiled wait is at least straggler-min-wait-pct (10 %) of the "
     "unprofiled step; without it, a waited-for rank whose waiting caused and whose lead the profiler cannot have "
-    "made (its extra quiet host time and compute, tracelint.trace.lead) both reach that share of the step. None: "
-    "a balanced job, or a lead that may be the profiler's.", scope="job")
+    "made (its extra quiet host time and compute, tracelint.trace.job.straggler) both reach that share of the step. "
+    "None: a balanced job, or a lead that may be the profiler's.", scope="job")
 STRAGGLER_WAIT_US = _declare(
     "straggler_wait_us", "us", "lower",
     "Per step: the mean over the other ranks of a group of the time they wait for its waited-for rank (the union "
@@ -447,7 +450,7 @@ COLLECTIVES_UNMATCHED = _declare(
 P2P_MATCHED = _declare(
     "p2p_matched", "count", None,
     "Sends paired with their recvs: the n-th send from one rank to another in a process group and step with the "
-    "n-th recv there, sizes agreeing (tracelint.trace.p2p).", scope="job")
+    "n-th recv there, sizes agreeing (tracelint.trace.job.p2p_pairs).", scope="job")
 P2P_UNMATCHED = _declare(
     "p2p_unmatched", "count", "lower",
     "Sends and recvs over all ranks that could not be paired (the peer's trace missing, counts or sizes that "
@@ -455,7 +458,7 @@ P2P_UNMATCHED = _declare(
 PIPELINE_STAGES = _declare(
     "pipeline_stages", "count", None,
     "Stages of a pipeline-parallel job: ranks linked into one chain (or ring) by paired sends and recvs "
-    "(tracelint.trace.pipeline).", scope="job")
+    "(tracelint.trace.job.pipeline).", scope="job")
 PIPELINE_MICROBATCHES = _declare(
     "pipeline_microbatches", "count", None,
     "Microbatches per step: the activations stage 0 sends to stage 1 per step.", scope="job")

@@ -38,7 +38,7 @@ VERDICT = (
               "follows the unprofiled run and TL003 reports the distortion"),
     Threshold("straggler-min-wait-pct", 10.0, ("verdict",),
               "a job has a straggler when the other ranks wait for one rank at least this percent of the step "
-              "(straggler_wait_us against the mean step time; tracelint.trace.job)"),
+              "(straggler_wait_us against the mean step time; tracelint.trace.job.ranks)"),
 )
 
 

@@ -60,7 +60,8 @@ class TraceAnalysis:
     window: tuple[float, float] | None
     warnings: tuple[str, ...] = ()  # the loader's notes (truncation, repaired values, skipped events)
     truncated: bool = False  # the file ended early (a killed run): the last step may be partial
-    comm: list = field(default_factory=list)  # its communication events (tracelint.trace.comm.CommEvent), by start
+    # its communication events (tracelint.trace.job.communication.CommEvent), by start
+    comm: list = field(default_factory=list)
     _kernel_classes: dict = field(default_factory=dict, repr=False)
     _memo: dict = field(default_factory=dict, repr=False)
 

@@ -6,7 +6,7 @@ a CPU-only trace, whose verdict is ``unknown`` — then runs every discovered Tr
 ``analyze_paths(paths)`` reads many: a file gives one Report; a directory one per trace in it (the rule of
 tracelint.trace.files, which also names the JSON files it skipped). Files that sit in one directory and look like
 the ranks of one job (same world size, distinct ranks, profiled within ten minutes of each other) are judged
-together: their collectives are matched and each rank's wait for its peers measured (tracelint.trace.job), so a
+together: their collectives are matched and each rank's wait for its peers measured (tracelint.trace.job.ranks), so a
 rank's verdict can say whom it waits for. Their Reports are followed by one more for the
 directory, the job summary: its verdict is the straggler's when the job has one (it is what to fix), else the
 slowest rank's (largest mean step time); its metrics give the spread across ranks, and its findings are the job
@@ -17,11 +17,11 @@ summary fails keeps its ranks' Reports. A job summary names the ranks of the wor
 
 **Many files, bounded memory.** Each file is read, measured and judged as if alone by ``analyze_file``, in this
 process, in worker processes or on a Dask cluster (tracelint.trace.pool): one trace per worker at a time, and what
-comes back is small — its Report (without the analyses) and its digest for the job (tracelint.trace.job.RankDigest,
-no events). The parent groups the digests into jobs and judges again only what the job changes for a rank: its
-headline device's ``comm_wait_us``, the evidence of its verdict (``decide`` with its wait) and the findings of the
-rules that define ``in_job(finding, metrics, config)`` (TL601: the wait is not the rank's own exposed
-communication). Peak memory is the workers times the largest single analysis, not the job's size.
+comes back is small — its Report (without the analyses) and its digest for the job
+(tracelint.trace.job.rank_digest.RankDigest, no events). The parent groups the digests into jobs and judges again
+only what the job changes for a rank: its headline device's ``comm_wait_us``, the evidence of its verdict (``decide``
+with its wait) and the findings of the rules that define ``in_job(finding, metrics, config)`` (TL601: the wait is not
+the rank's own exposed communication). Peak memory is the workers times the largest single analysis, not the job's size.
 """
 from __future__ import annotations
 
@@ -36,11 +36,12 @@ from tracelint.engine import Config, Finding, InputError, TraceSummary
 from tracelint.trace import pool
 from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.build import build_model, problem_warnings
-from tracelint.trace.digest import RankDigest, digest_of
 from tracelint.trace.estimate import with_estimate
 from tracelint.trace.files import Skipped
 from tracelint.trace.filetext import TraceReadError
-from tracelint.trace.job import Job, RankWait, analyze_job, rank_list
+from tracelint.trace.job.process_groups import RankWait
+from tracelint.trace.job.rank_digest import RankDigest, digest_of
+from tracelint.trace.job.ranks import Job, analyze_job, rank_list
 from tracelint.trace.job_summary import summarize_job
 from tracelint.trace.load import NotATrace, open_trace
 from tracelint.trace.metrics import analyze_device

@@ -1,7 +1,7 @@
 """The job summary: one more Report after the ranks of a job, with the spread of the ranks, who waits for whom, the
 pipeline when the job is one, the job's verdict and the job rules' findings.
 
-The job's verdict: for a pipeline (tracelint.trace.pipeline), ``pipeline-bound`` when its bottleneck stage (the one
+The job's verdict: for a pipeline (tracelint.trace.job.pipeline), ``pipeline-bound`` when its bottleneck stage (the one
 the others wait for) is ``gpu-bound`` or ``pipeline-bound`` — the pipeline sets the step — else the bottleneck
 stage's verdict (a host-bound pipeline stays ``cpu-bound``); otherwise the straggler's when the job has one (it is
 what to fix), else the slowest rank's (largest mean step time).
@@ -11,7 +11,7 @@ from __future__ import annotations
 from tracelint.engine import Config, Finding, TraceSummary
 from tracelint.engine import metrics as M
 from tracelint.engine.display import numbered
-from tracelint.trace.job import Job, rank_list
+from tracelint.trace.job.ranks import Job, rank_list
 from tracelint.trace.report import Report
 from tracelint.trace.rule import JobRule, enabled_rules
 from tracelint.trace.verdict import GPU_BOUND, PIPELINE_BOUND, Verdict

@@ -119,7 +119,7 @@ def analyze_device(path: str, model: TraceModel, device: int | None, *, min_gap_
 
     _copy_metrics(m, launched, window, busy, n_windows)
     _kernel_metrics(analysis, launched, n_windows)
-    from tracelint.trace.comm import communication_metrics
+    from tracelint.trace.job.communication import communication_metrics
 
     communication_metrics(analysis)
     from tracelint.trace.compiled import compiled_metrics

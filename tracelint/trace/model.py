@@ -171,7 +171,7 @@ class CollectiveArgs(NamedTuple):
 class CommOp(NamedTuple):
     """A ``record_param_comms`` CPU op: what c10d records of a collective or point-to-point call when it issues it.
     A send/recv kernel's own args carry none of this (torch 2.11): it is reached through the op that launched it
-    (tracelint.trace.comm)."""
+    (tracelint.trace.job.communication)."""
 
     tid: object
     start: float

@@ -8,7 +8,7 @@ from tracelint.engine import Config, Finding, Rule, discover
 
 if TYPE_CHECKING:
     from tracelint.trace.analysis import TraceAnalysis
-    from tracelint.trace.job import Job
+    from tracelint.trace.job.ranks import Job
     from tracelint.trace.verdict import Verdict
 
 
@@ -28,8 +28,8 @@ class TraceRule(Rule):
 
 
 class JobRule(TraceRule):
-    """Reads the ranks of one job together (tracelint.trace.job: matched collectives, waits, the straggler) and the
-    verdict of each rank, and yields findings on the job; it reads no single device."""
+    """Reads the ranks of one job together (tracelint.trace.job.ranks: matched collectives, waits, the straggler) and
+    the verdict of each rank, and yields findings on the job; it reads no single device."""
 
     def check(self, analysis: TraceAnalysis, verdict: Verdict, config: Config) -> Iterable[Finding]:
         return ()

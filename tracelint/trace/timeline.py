@@ -19,8 +19,8 @@ import math
 from typing import TYPE_CHECKING
 
 from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
-from tracelint.trace.comm import is_communication
 from tracelint.trace.intervals import merge
+from tracelint.trace.job.communication import is_communication
 from tracelint.trace.kernels import kernel_group
 from tracelint.trace.memory import memory_of
 from tracelint.trace.model import H2D, KERNEL, PAGEABLE, PINNED

@@ -9,11 +9,11 @@ Decision rule, over the metrics of tracelint.engine.metrics (thresholds: traceli
 2. ``comm-bound`` when the exposed communication other than sends and recvs (``exposed_comm_us`` less
    ``exposed_p2p_us``) is at least ``comm-bound-exposed-pct`` (default 25) of the window: a quarter of the step
    window or more, the device does nothing but communicate — a GPU spinning in an NCCL kernel while it waits for
-   another rank is busy, not working. With the other ranks' traces (tracelint.trace.job) the evidence names the wait:
-   ``comm-bound: rank 0 waits 37 ms per step in all_reduce for rank 1``.
+   another rank is busy, not working. With the other ranks' traces (tracelint.trace.job.ranks) the evidence names the
+   wait: ``comm-bound: rank 0 waits 37 ms per step in all_reduce for rank 1``.
    ``pipeline-bound`` when sends and recvs with no compute beside them (``exposed_p2p_us``) fill that share: the
    device is a pipeline stage that waits for its neighbours — the pipeline's fill and drain, a slower stage — which
-   no overlapping of communication removes (tracelint.trace.pipeline; TL603, TL604). With the job's other ranks the
+   no overlapping of communication removes (tracelint.trace.job.pipeline; TL603, TL604). With the job's other ranks the
    evidence names the stage and its wait. A job is ``pipeline-bound`` when its bottleneck stage (the one the
    others wait for) is ``gpu-bound`` or ``pipeline-bound``: the pipeline, not a host, sets the step; a pipeline
    whose bottleneck stage waits on its host keeps that stage's verdict (tracelint.trace.job_summary).
@@ -49,8 +49,8 @@ from tracelint.engine import metrics as M
 from tracelint.trace.recording import Recording, gpu_busy_ms_per_step
 
 if TYPE_CHECKING:
-    from tracelint.trace.groups import RankWait
-    from tracelint.trace.pipeline import Stage
+    from tracelint.trace.job.pipeline import Stage
+    from tracelint.trace.job.process_groups import RankWait
 
 INPUT_BOUND, CPU_BOUND, GPU_BOUND, COMM_BOUND = "input-bound", "cpu-bound", "gpu-bound", "comm-bound"
 PIPELINE_BOUND = "pipeline-bound"

@@ -31,12 +31,12 @@ from tracelint.engine import Config, Estimate, Finding, Severity, TraceLocation
 from tracelint.engine import metrics as M
 from tracelint.engine.display import numbered
 from tracelint.trace.analysis import TraceAnalysis
-from tracelint.trace.comm import is_communication, top_collective
 from tracelint.trace.intervals import merge, overlap
-from tracelint.trace.job import Job, rank_list
-from tracelint.trace.lead import JOB, UNEXPLAINED, Lead
+from tracelint.trace.job.communication import is_communication, top_collective
+from tracelint.trace.job.pipeline import Pipeline
+from tracelint.trace.job.ranks import Job, rank_list
+from tracelint.trace.job.straggler import JOB, UNEXPLAINED, Lead
 from tracelint.trace.model import TraceModel
-from tracelint.trace.pipeline import Pipeline
 from tracelint.trace.recording import step_basis_ms
 from tracelint.trace.rule import JobRule, TraceRule
 from tracelint.trace.rules._common import finding, ms, pct

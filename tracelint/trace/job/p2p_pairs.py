@@ -1,7 +1,7 @@
 """Point-to-point communication across the ranks of a job: every send paired with its recv.
 
-A p2p kernel carries the sends and recvs that issued it (tracelint.trace.comm: ``record_param_comms`` ops with
-``Dst Rank`` / ``Src Rank``, one kernel per batch). NCCL delivers the messages between two ranks of a group in the
+A p2p kernel carries the sends and recvs that issued it (tracelint.trace.job.communication: ``record_param_comms`` ops
+with ``Dst Rank`` / ``Src Rank``, one kernel per batch). NCCL delivers the messages between two ranks of a group in the
 order they were posted, so within one process group and one ProfilerStep, the n-th send from rank a to rank b is
 the n-th recv of rank b from rank a. A pair is kept when the two message sizes agree (``In msg nelems``, where both
 give one); from the first position where they do not, the rest of that sequence is left unpaired. Sends and recvs
@@ -9,17 +9,17 @@ that cannot be paired — their peer's trace was not read, the counts differ, th
 the reason (``p2p_unmatched``, and the job summary's note), never dropped in silence.
 
 For each pair, the later of the two starts is when both sides are there: from it to a kernel's end is transfer, and
-the time before it is that side's wait for its peer (tracelint.trace.groups measures the waits as a union, since a
-batched kernel may carry a send and a recv of two pairs).
+the time before it is that side's wait for its peer (tracelint.trace.job.process_groups measures the waits as a union,
+since a batched kernel may carry a send and a recv of two pairs).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from tracelint.trace.comm import RECV, SEND
+from tracelint.trace.job.communication import RECV, SEND
 
 if TYPE_CHECKING:
-    from tracelint.trace.digest import Collective, RankDigest
+    from tracelint.trace.job.rank_digest import Collective, RankDigest
 
 
 class Pair(NamedTuple):

@@ -1,8 +1,8 @@
 """Pipeline parallelism: the stages of a job whose ranks hand activations down a chain, and what the pipeline costs.
 
-**Detection.** The paired sends and recvs (tracelint.trace.p2p) link ranks; when every rank of the job that sends or
-receives has at most two neighbours and they form one chain (or one ring: a looped schedule whose last rank sends back
-to the first), the job is a pipeline. Stage 0 is the end of the chain that sends first in the step (it has no
+**Detection.** The paired sends and recvs (tracelint.trace.job.p2p_pairs) link ranks; when every rank of the job that
+sends or receives has at most two neighbours and they form one chain (or one ring: a looped schedule whose last rank
+sends back to the first), the job is a pipeline. Stage 0 is the end of the chain that sends first in the step (it has no
 activation to wait for); stages are numbered down the chain. Traces recorded with stacks show torch's pipelining
 schedules (``torch/distributed/pipelining/`` frames): the report names them when present, and a chain is enough
 without them. ``pipeline_microbatches`` (m) is the number of activations stage 0 sends to stage 1 per step.
@@ -16,7 +16,7 @@ work launched in it —, since a host that runs ahead of its GPU has short CPU s
 - ``stage_bubble_pct``: the part of the step in which the stage computes nothing — it waits for the pipeline to fill
   or drain, for a slower stage, or for its host — as a percent of the step;
 - ``p2p_wait_us`` / ``p2p_transfer_us``: its sends' and recvs' time waiting for the neighbour and moving data
-  (tracelint.trace.groups).
+  (tracelint.trace.job.process_groups).
 
 **The job.** ``pipeline_bubble_pct`` is the part of the stages' time in which they compute nothing: 100 × (1 − Σ
 compute / Σ step) over the stages. For p equal stages and m microbatches, GPipe and 1F1B leave
@@ -34,20 +34,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from tracelint.engine import metrics as M
-from tracelint.trace.comm import SEND
-from tracelint.trace.digest import step_us
+from tracelint.trace.job.communication import SEND
+from tracelint.trace.job.rank_digest import step_us
 
 if TYPE_CHECKING:
-    from tracelint.trace.digest import RankDigest
-    from tracelint.trace.groups import RankWait
-    from tracelint.trace.p2p import Pair
+    from tracelint.trace.job.p2p_pairs import Pair
+    from tracelint.trace.job.process_groups import RankWait
+    from tracelint.trace.job.rank_digest import RankDigest
 
 
 class Stage(NamedTuple):
     index: int
     rank: int
     compute_us: float  # per step
-    step_us: float  # the rank's mean step (tracelint.trace.digest.step_us)
+    step_us: float  # the rank's mean step (tracelint.trace.job.rank_digest.step_us)
     bubble_pct: float
     p2p_wait_us: float  # per step
     p2p_transfer_us: float | None

@@ -16,7 +16,7 @@ Over the device's GPU window, every interval of the device clipped to it (as for
   device's busy time is compute plus exposed communication: ``gpu_busy_us = compute + exposed_comm_us``.
 
 A device without communication has None for all of these (its compute busy time is ``gpu_busy_pct``). The part of the
-communication time spent waiting for the other ranks (``comm_wait_us``) needs their traces: tracelint.trace.job.
+communication time spent waiting for the other ranks (``comm_wait_us``) needs their traces: tracelint.trace.job.ranks.
 
 **Point-to-point.** A send/recv kernel (``ncclDevKernel_SendRecv``) carries no collective args of its own (torch
 2.11): what it moves is read from the ``record_param_comms`` ops that c10d recorded on the launching thread since
@@ -27,8 +27,8 @@ such ops is a **p2p** kernel; a device with p2p kernels also has:
 
 - ``p2p_time_us``: the length of the union of its p2p kernels' intervals in the window;
 - ``exposed_p2p_us``: the part of ``p2p_time_us`` with no compute beside it. On a pipeline stage it is mostly the
-  stage waiting for its neighbour (the bubble, a slower stage), not data moving: tracelint.trace.p2p pairs each send
-  with its recv across the ranks and splits that time into transfer and wait.
+  stage waiting for its neighbour (the bubble, a slower stage), not data moving: tracelint.trace.job.p2p_pairs pairs
+  each send with its recv across the ranks and splits that time into transfer and wait.
 
 **Process groups.** Each communication kernel belongs to a process group (``Process Group Name`` and ``Process
 Group Ranks`` on the kernel or its ``record_param_comms`` op, else ``distributedInfo.pg_config``); ``group_times``
@@ -87,7 +87,7 @@ def is_communication(event: GpuEvent, analysis: TraceAnalysis) -> bool:
 
 def communication_metrics(analysis: TraceAnalysis) -> None:
     """Set the communication metrics (module docstring) and ``analysis.comm``, the device's communication events
-    launched in the steps (what tracelint.trace.job matches across ranks)."""
+    launched in the steps (what tracelint.trace.job.ranks matches across ranks)."""
     from tracelint.trace.kernels import collective_name
 
     m, window = analysis.metrics, analysis.window

@@ -21,7 +21,7 @@ a lock, un-instrumented native work — nor the GPU's kernels. So the lead of th
 at most:
 
 - its **quiet host time** per step (stretches of ``QUIET_MIN_US``, 1 ms, or longer in which none of its launching
-  threads runs a profiled op; tracelint.trace.digest) beyond the mean of the ranks that wait for it, plus
+  threads runs a profiled op; tracelint.trace.job.rank_digest) beyond the mean of the ranks that wait for it, plus
 - its **compute time** per step (the union of its compute kernels in the step) beyond theirs,
 
 and by at most the wait itself: ``job_lead_us`` = min(wait, quiet excess + compute excess), each excess at least 0.
@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from tracelint.engine import Config
 
 if TYPE_CHECKING:
-    from tracelint.trace.digest import RankDigest
-    from tracelint.trace.groups import GroupStats
+    from tracelint.trace.job.process_groups import GroupStats
+    from tracelint.trace.job.rank_digest import RankDigest
 
 JOB, PROFILER, UNPROFILED_BALANCED, UNEXPLAINED = "job", "profiler", "unprofiled-balanced", "unexplained"
 
@@ -69,7 +69,7 @@ def judge(ranks: dict[int, RankDigest], groups: dict[tuple, GroupStats], step_us
     step in the trace; or, when every rank carries the unprofiled record, one for the job (key None) when the
     record names a straggler or the trace shows a lead the record does not. Groups of sends and recvs are left out,
     and so is the record of a pipeline job: a stage waits for its neighbours by design (the bubble, the bottleneck
-    stage: tracelint.trace.pipeline)."""
+    stage: tracelint.trace.job.pipeline)."""
     limit = config.threshold("straggler-min-wait-pct") / 100.0
     in_trace = {key: g for key, g in groups.items()
                 if not g.p2p and g.waited_for is not None and step_us and g.wait_us >= limit * step_us}

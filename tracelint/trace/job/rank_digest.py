@@ -1,6 +1,6 @@
 """What the job needs of one rank's trace (``RankDigest``), small enough to come back from a worker process: headline
 metrics, communication kernels numbered by ProfilerStep with their process group and peers, and per step the GPU
-span, the compute in it and the host's quiet time. The ranks are read together from these (tracelint.trace.job),
+span, the compute in it and the host's quiet time. The ranks are read together from these (tracelint.trace.job.ranks),
 never from their events.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ from operator import itemgetter, sub
 from typing import TYPE_CHECKING, NamedTuple
 
 from tracelint.engine import metrics as M
-from tracelint.trace.comm import P2POp, compute_of, group_times
 from tracelint.trace.intervals import overlap
+from tracelint.trace.job.communication import P2POp, compute_of, group_times
 
 if TYPE_CHECKING:
     from tracelint.trace.analysis import TraceAnalysis
@@ -30,7 +30,7 @@ class Collective(NamedTuple):
 
     start: float
     end: float
-    collective: str | None  # all_reduce, all_gather, send_recv ... as in tracelint.trace.comm
+    collective: str | None  # all_reduce, all_gather, send_recv ... as in tracelint.trace.job.communication
     group: str | None
     in_nelems: int | None
     step: int | None  # the ProfilerStep number (not a step index: read without the model)

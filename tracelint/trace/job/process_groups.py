@@ -14,7 +14,7 @@ in one order. A sequence is matched only when every rank has as many collectives
 the collective names agree (``Collective name``, else the kernel's name) and so do the message sizes (``In msg
 nelems``; not compared for all_to_all and unnamed send_recv, whose sizes may differ by rank). The kernels of the
 other sequences are counted as ``collectives_unmatched``. There is no sequence number in the traces (torch 2.11).
-Sends and recvs are paired instead (tracelint.trace.p2p).
+Sends and recvs are paired instead (tracelint.trace.job.p2p_pairs).
 
 **Waiting.** A collective cannot finish before its last rank arrives: its arrival is the latest start over the ranks
 (on the aligned clock), and a rank's *wait interval* runs from its own start to that arrival, at most to its kernel's
@@ -22,13 +22,13 @@ end; the rest of the kernel is transfer. A send and its recv likewise wait for t
 rank's wait is the **union** of its wait intervals, so waits in collectives that overlap in time (two groups, or
 FSDP's prefetched all-gathers on two streams) count once and a rank never waits longer than its step:
 ``comm_wait_us`` is the union over every group, per step; ``comm_groups`` gives it within each group, with the
-group's communication and exposed time (tracelint.trace.comm.group_times). ``p2p_wait_us`` is the union over the
-sends and recvs, ``p2p_transfer_us`` the rest of their time.
+group's communication and exposed time (tracelint.trace.job.communication.group_times). ``p2p_wait_us`` is the union
+over the sends and recvs, ``p2p_transfer_us`` the rest of their time.
 
 **Whom a group waits for.** Each wait interval is charged to the rank that arrived last (the peer, for a send or
 recv). In a group, the waiting a rank causes is, per step, the union of each other member's intervals charged to it,
 summed over those members and divided by their number (the mean over the others); the group waits for the rank that
-causes the most. Whether that makes it a straggler is tracelint.trace.lead's call.
+causes the most. Whether that makes it a straggler is tracelint.trace.job.straggler's call.
 """
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ from tracelint.engine import metrics as M
 from tracelint.trace.intervals import merge
 
 if TYPE_CHECKING:
-    from tracelint.trace.digest import Collective, RankDigest
-    from tracelint.trace.p2p import Pair
+    from tracelint.trace.job.p2p_pairs import Pair
+    from tracelint.trace.job.rank_digest import Collective, RankDigest
 
 _SIZE_MAY_DIFFER = frozenset({"send_recv", "all_to_all", None})
 ALL = "all"  # the kind of the one group of a trace that names none

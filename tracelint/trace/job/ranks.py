@@ -6,11 +6,11 @@ ProfilerStep with their process group and peers, per-step GPU span, compute and 
 is decided from), never its events: a rank analyzed in a worker process or on a Dask cluster sends back only that
 (tracelint.trace.analyze). The work is split by what it reads:
 
-- tracelint.trace.groups: collectives matched within each process group, the waits (a union of intervals, within a
-  group and over all of them), and the rank each group waits for;
-- tracelint.trace.p2p: every send paired with its recv;
-- tracelint.trace.pipeline: stages, microbatches, bubble and bottleneck of a pipeline-parallel job;
-- tracelint.trace.lead: whether the rank a group waits for leads because of the job or maybe because of the
+- tracelint.trace.job.process_groups: collectives matched within each process group, the waits (a union of intervals,
+  within a group and over all of them), and the rank each group waits for;
+- tracelint.trace.job.p2p_pairs: every send paired with its recv;
+- tracelint.trace.job.pipeline: stages, microbatches, bubble and bottleneck of a pipeline-parallel job;
+- tracelint.trace.job.straggler: whether the rank a group waits for leads because of the job or maybe because of the
   profiler (TL602's severity).
 
 **Clocks.** Ranks on one host share a clock. A collective completes at about the same moment on every rank, so the
@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 
 from tracelint.engine import Config
 from tracelint.engine.display import numbered
-from tracelint.trace import groups, p2p, pipeline
-from tracelint.trace.digest import Collective, RankDigest, digest_of, step_us
-from tracelint.trace.groups import GroupStats, RankWait
-from tracelint.trace.lead import JOB, Lead, judge
-from tracelint.trace.p2p import Unpaired
-from tracelint.trace.pipeline import Pipeline
+from tracelint.trace.job import p2p_pairs, pipeline, process_groups
+from tracelint.trace.job.p2p_pairs import Unpaired
+from tracelint.trace.job.pipeline import Pipeline
+from tracelint.trace.job.process_groups import GroupStats, RankWait
+from tracelint.trace.job.rank_digest import Collective, RankDigest, step_us
+from tracelint.trace.job.straggler import JOB, Lead, judge
 
-__all__ = ["CLOCK_TOLERANCE_US", "Job", "RankDigest", "RankWait", "analyze_job", "digest_of", "rank_list"]
+__all__ = ["CLOCK_TOLERANCE_US", "Job", "analyze_job", "rank_list"]
 
 CLOCK_TOLERANCE_US = 50.0
 
@@ -51,7 +51,7 @@ class Job:
     offset_max: float | None = None  # the largest estimated offset, applied or not
     aligned: bool = False  # offsets were applied: the ranks' clocks disagree (several hosts)
     waits: dict[int, RankWait] = field(default_factory=dict)
-    groups: dict[tuple, GroupStats] = field(default_factory=dict)  # by group key (tracelint.trace.groups)
+    groups: dict[tuple, GroupStats] = field(default_factory=dict)  # by group key (tracelint.trace.job.process_groups)
     leads: dict[tuple | None, Lead] = field(default_factory=dict)  # why a group's waited-for rank leads
     pipeline: Pipeline | None = None
 
@@ -84,13 +84,13 @@ def analyze_job(ranks: dict[int, RankDigest], config: Config | None = None) -> J
     metrics (``comm_wait_us``, ``p2p_wait_us``, ``p2p_transfer_us``, ``comm_groups``) and its stage's."""
     config = config or Config()
     job = Job(dict(sorted(ranks.items())))
-    matched, job.unmatched = groups.match_collectives(job.ranks)
-    pairs, job.unpaired = p2p.pair(job.ranks)
+    matched, job.unmatched = process_groups.match_collectives(job.ranks)
+    pairs, job.unpaired = p2p_pairs.pair(job.ranks)
     job.matched, job.p2p_paired = len(matched), len(pairs)
     if not matched and not pairs:
         return job
     _clocks(job, [column for _, column in matched])
-    job.waits, job.groups = groups.measure_waits(job.ranks, job.offsets, matched, pairs)
+    job.waits, job.groups = process_groups.measure_waits(job.ranks, job.offsets, matched, pairs)
     job.pipeline = pipeline.read_pipeline(job.ranks, pairs, job.waits)
     job.leads = judge(job.ranks, job.groups, job.step_us(), config, pipeline=job.pipeline is not None)
     return job
