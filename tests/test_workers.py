@@ -72,6 +72,18 @@ def test_each_failure_is_its_calls_own_and_the_others_come_back():
     assert str(exited) == "its process ended with status 3 and no result"
 
 
+def test_a_result_read_after_the_deadline_is_no_timeout():
+    """A call that finished in time and is read late (its reader waited on another worker first: CI caught the
+    unpicklable call of the test above read as a timeout on a loaded machine) gives its result or its failure."""
+    done, unpicklable = fork(lambda: 41 + 1, time_limit=0.5), fork(_unpicklable, time_limit=0.5)
+    time.sleep(1.0)
+    with done, unpicklable:
+        assert done.result() == 42
+        with pytest.raises(WorkerFailed) as failed:
+            unpicklable.result()
+    assert failed.value.cause == "unpicklable"
+
+
 def test_a_killed_worker_is_a_signal():
     worker = fork(_spin)
     os.kill(worker.pid, signal.SIGKILL)

@@ -158,8 +158,10 @@ class Worker(Generic[T]):
         view, pos = memoryview(buffer), 0
         while pos < len(buffer):
             if self._deadline is not None:
-                left = self._deadline - time.monotonic()
-                if left <= 0 or not select.select([self._fd], [], [], left)[0]:
+                # past the deadline, what the child already wrote is still read: a result read late (its reader
+                # waited on another worker) is no timeout; a child with nothing written is
+                left = max(0.0, self._deadline - time.monotonic())
+                if not select.select([self._fd], [], [], left)[0]:
                     return None
             n = os.readv(self._fd, [view[pos:]])
             if not n:
