@@ -55,9 +55,9 @@ def timed(name: str, fn):
 
 def main() -> int:
     path, fmt = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "json")
+    from tracelint.dispatch import run_paths
     from tracelint.engine import Config
     from tracelint.render import render
-    from tracelint.runner import run_paths
     from tracelint.trace import analyze, build, load
     add("imports", time.perf_counter() - T0, cpu() - CPU0)
 

@@ -183,7 +183,7 @@ def test_markdown_is_a_pr_comment(fixture_traces):
 
 
 def test_markdown_of_an_ordinary_report(fixture_traces):
-    from tracelint.runner import run_paths
+    from tracelint.dispatch import run_paths
 
     out = render(run_paths([fixture(fixture_traces, "item_per_step")], mode="trace"), "markdown")
     assert "| trace | rank | verdict | evidence |" in out and "**cpu-bound**" in out

@@ -329,7 +329,7 @@ def test_only_the_html_report_pays_for_the_timeline(tmp_path):
     """The timeline is built when the HTML format asks for it (it costs about a tenth of the analysis), and a
     Report without one still shows its charts in Jupyter."""
     assert analyze_trace(ITEM).summaries[0].timeline is None
-    from tracelint.runner import run_paths
+    from tracelint.dispatch import run_paths
 
     assert run_paths([ITEM], mode="trace").traces[0].timeline is None
     assert run_paths([ITEM], mode="trace", timelines=True).traces[0].timeline is not None

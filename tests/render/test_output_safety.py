@@ -231,7 +231,7 @@ def test_fingerprints_of_undecodable_names_stay_apart():
 def test_a_verify_report_keeps_stderr_lines_but_escapes_them():
     from tests.render.test_verify import baseline_failed
     from tracelint.verify import run_result
-    from tracelint.verify.run import RunOutcome
+    from tracelint.verify.harness_control import RunOutcome
 
     target = baseline_failed()
     broken = RunOutcome(False, reason=f"exit code 1 {ANSI}", stderr_tail=f"Traceback\n{HOSTILE}\n::error::x")

@@ -302,7 +302,7 @@ def test_the_real_limits_hold_25000_results():
 # --- real outputs ------------------------------------------------------------------------------------------------
 
 def test_real_lint_and_trace_outputs(repo, monkeypatch):
-    from tracelint.runner import run_paths
+    from tracelint.dispatch import run_paths
 
     monkeypatch.chdir(repo)
     for paths, mode in ((["fixtures/traces"], "trace"), (["fixtures/examples", "fixtures/scenarios"], "source")):

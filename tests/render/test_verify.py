@@ -12,8 +12,8 @@ from tracelint.engine import RunResult
 from tracelint.render import formats, render
 from tracelint.render._common import measured_message
 from tracelint.verify import run_result
+from tracelint.verify.harness_control import RunOutcome
 from tracelint.verify.measure import Row
-from tracelint.verify.run import RunOutcome
 from tracelint.verify.stats import FAILED, LEGEND, Verdict
 from tracelint.verify.variants import Variant
 

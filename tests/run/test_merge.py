@@ -151,7 +151,7 @@ def test_a_truth_value_test_pairs_with_its_lint_finding_on_the_recorded_trace(fi
     """The H200 fixture scalar_test_per_step: `if loss > LOSS_LIMIT:` linted as TL103 and measured as TL103 at the
     same line is one finding with the trace's cost. The trace called it TL101 at the function's `.item()` line (the
     loss printed after the loop) and the lint finding was 'not seen in the profiled steps'."""
-    from tracelint.runner import run_paths
+    from tracelint.dispatch import run_paths
 
     repo = fixture_traces.parent.parent
     monkeypatch.chdir(repo)

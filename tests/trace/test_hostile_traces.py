@@ -285,7 +285,7 @@ def test_a_failing_job_summary_keeps_the_ranks_reports(tmp_path, monkeypatch):
 @needs_good
 def test_a_bug_in_the_source_half_does_not_lose_the_traces(tmp_path, monkeypatch):
     import tracelint.source
-    from tracelint.runner import run_paths
+    from tracelint.dispatch import run_paths
 
     def broken(*args, **kwargs):
         raise OSError(40, "Too many levels of symbolic links")

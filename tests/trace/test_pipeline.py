@@ -230,8 +230,8 @@ def test_the_schedule_of_a_stage_covers_its_compute_and_its_sends(multi_gpu_trac
 
 
 def test_the_job_page_draws_the_schedule(multi_gpu_traces, tmp_path):
+    from tracelint.dispatch import run_paths
     from tracelint.render import render
-    from tracelint.runner import run_paths
 
     job = multi_gpu_traces / "pp-4xh100" / "pp_gpipe_m8"
     page = render(run_paths([job], mode="trace", timelines=True), "html")

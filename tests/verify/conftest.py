@@ -9,8 +9,8 @@ import pytest
 from tracelint.engine import Edit, Finding, Fix, Severity, SourceLocation
 from tracelint.render import render
 from tracelint.verify import run_result
+from tracelint.verify.harness_control import Idle, RunOutcome, RunSettings
 from tracelint.verify.measure import Row, Verification
-from tracelint.verify.run import Idle, RunOutcome, RunSettings
 from tracelint.verify.stats import judge
 from tracelint.verify.variants import Variant
 

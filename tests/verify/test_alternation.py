@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.verify.conftest import CPU, SCRIPTS, logging_session
+from tracelint.verify.harness_control import RunSettings, Session
 from tracelint.verify.measure import _Side, compare, measure
-from tracelint.verify.run import RunSettings, Session
 from tracelint.verify.variants import Variant
 
 
@@ -68,7 +68,7 @@ def _state(pid: int) -> str:
 
 def _settled_states(pid: int, want: set[str]) -> tuple[str, list[str]]:
     """The state of the harness and those of its children, once a signal sent to them has arrived."""
-    from tracelint.verify.run import _descendants
+    from tracelint.verify.harness_control import _descendants
 
     deadline = time.monotonic() + 5
     while True:
@@ -161,7 +161,7 @@ def test_side_restarts_are_bounded(tmp_path, monkeypatch):
     """A script that ends after every turn is started again at most MAX_RESTARTS times."""
     import sys
 
-    from tracelint.verify.run import Idle, RunOutcome
+    from tracelint.verify.harness_control import Idle, RunOutcome
 
     measure_module = sys.modules["tracelint.verify.measure"]
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from tests.verify.conftest import SCRIPTS, report, synthetic
 from tracelint.cli.verify import verify_cmd
 from tracelint.render._common import measured_message
-from tracelint.verify.run import RunOutcome, RunSettings
+from tracelint.verify.harness_control import RunOutcome, RunSettings
 from tracelint.verify.stats import (
     CONFIRMED,
     MIN_EFFECT,

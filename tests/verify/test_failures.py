@@ -5,7 +5,7 @@ import pytest
 
 from tests.verify.conftest import CPU, SCRIPTS
 from tracelint.engine.stats import t975
-from tracelint.verify.run import RunOutcome, RunSettings, run_once
+from tracelint.verify.harness_control import RunOutcome, RunSettings, run_once
 from tracelint.verify.stats import CONFIRMED, FAILED, NO_EFFECT, SLOWER, SMALL, judge, paired_interval, percent
 from tracelint.verify.variants import plan
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.verify.conftest import CPU, SCRIPTS
 from tracelint.verify.harness import BACKWARD_FALLBACK, Clock, StopRun
-from tracelint.verify.run import RunSettings, run_once
+from tracelint.verify.harness_control import RunSettings, run_once
 
 
 class FakeLoss:

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from tests.verify.conftest import CPU, SCRIPTS, logging_session, report, synthetic
 from tracelint.cli.verify import verify_cmd
+from tracelint.verify.harness_control import RunOutcome, RunSettings
 from tracelint.verify.measure import compare, measure
-from tracelint.verify.run import RunOutcome, RunSettings
 from tracelint.verify.stats import judge, paired_interval
 from tracelint.verify.variants import Variant
 

@@ -153,8 +153,8 @@ def test_a_finding_without_a_variant_is_reported_not_measured_with_its_reason():
 def test_no_effect_is_phrased_with_the_measured_bound():
     from dataclasses import replace
 
+    from tracelint.verify.harness_control import RunOutcome
     from tracelint.verify.measure import Row
-    from tracelint.verify.run import RunOutcome
     from tracelint.verify.stats import judge
 
     v = synthetic()

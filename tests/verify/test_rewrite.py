@@ -14,8 +14,8 @@ import pytest
 from tests.verify.conftest import CPU, SCRIPTS
 from tracelint.engine import Finding
 from tracelint.source import lint_paths
+from tracelint.verify.harness_control import run_once
 from tracelint.verify.rewrite import NotBuilt, rewrite
-from tracelint.verify.run import run_once
 from tracelint.verify.variants import plan
 
 HEADER = """\

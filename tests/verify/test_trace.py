@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from tests.verify.conftest import CPU, SCRIPTS, report, synthetic
 from tracelint.cli.verify import verify_cmd
 from tracelint.verify.harness import TRACE_ACTIVE, TRACE_WARMUP, Clock, StopRun
-from tracelint.verify.run import TRACE_FILE, RunSettings, _outcome, run_once
+from tracelint.verify.harness_control import TRACE_FILE, RunSettings, _outcome, run_once
 from tracelint.verify.tracing import TraceResult, analyze
 
 PROFILED = TRACE_WARMUP + TRACE_ACTIVE

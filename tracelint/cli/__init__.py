@@ -271,7 +271,7 @@ def _check_paths(options: Options) -> None:
         try:
             if options.from_stdin:
                 return _stdin_run(options, options.stdin_filename or "stdin.py", configure, config)
-            from tracelint.runner import run_paths
+            from tracelint.dispatch import run_paths
 
             result = run_paths(list(options.paths), mode=options.mode, fix=options.fixing,
                                unsafe_fixes=options.unsafe_fixes, configure=configure,
@@ -414,7 +414,7 @@ def _stdin_run(options: Options, name: str, configure, config: Config) -> RunRes
     fixed code goes to stdout and the report to stderr, as ruff does (otherwise the caller reports, as for files)."""
     import tempfile
 
-    from tracelint.runner import run_paths
+    from tracelint.dispatch import run_paths
 
     fix, fmt = options.fixing, options.fmt
     data = sys.stdin.buffer.read()

@@ -9,9 +9,9 @@ metrics, kernel times and findings averaged or joined over the runs) and their s
 Every number of a diff, defined:
 
 **Step time** of one profiled step: the longer of its CPU-side span (``ProfilerStep#N``) and its GPU-side span (first
-start to last end of the GPU work launched in that step: tracelint.trace.metrics). The host's span is the step when
-the GPU waits for the host (input- or CPU-bound); the GPU's when the host runs ahead of it (GPU-bound: an fp32 MLP's
-host span is 5 ms of a 48 ms step). ``step_ms`` is the mean over the profiled steps; a trace without
+start to last end of the GPU work launched in that step: tracelint.trace.device_metrics). The host's span is the step
+when the GPU waits for the host (input- or CPU-bound); the GPU's when the host runs ahead of it (GPU-bound: an fp32
+MLP's host span is 5 ms of a 48 ms step). ``step_ms`` is the mean over the profiled steps; a trace without
 ``ProfilerStep`` is one step, the whole trace (and has no GPU time per step). A CPU-only trace (no GPU activity) has
 its ``ProfilerStep`` spans only: it is compared by them, and the summary says that the GPU measures are absent.
 

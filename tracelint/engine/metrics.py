@@ -1,7 +1,7 @@
 """The metric registry: every metric a trace report carries, declared once, with its unit, direction and definition.
 
-The trace half computes these (``tracelint.trace.metrics`` per device, ``tracelint.trace.analyze`` over the ranks of
-a job); everything that lists, formats, gates, diffs or documents metrics reads them from here: the text report (its
+The trace half computes these (``tracelint.trace.device_metrics`` per device, ``tracelint.trace.analyze`` over the ranks
+of a job); everything that lists, formats, gates, diffs or documents metrics reads them from here: the text report (its
 order and units), the TL010 gate (``Metric.gate``), ``tracelint metrics`` and the README's metric table (a test keeps
 it equal to ``markdown_table()``). Code refers to a metric by its object (``GPU_BUSY_PCT.name``,
 ``GPU_BUSY_PCT.of(m)``), so a misspelt name fails at import, never as a silent ``None``.
@@ -65,7 +65,7 @@ def _declare(name: str, unit: str, direction: str | None, definition: str, *, ga
     return metric
 
 
-# --- per device (tracelint.trace.metrics) ------------------------------------------------------------------------
+# --- per device (tracelint.trace.device_metrics) ----------------------------------------------------------------------
 GPU_BUSY_PCT = _declare(
     "gpu_busy_pct", "pct", "higher",
     "gpu_busy_us as a percent of gpu_window_us.", gate="min-gpu-busy-pct")

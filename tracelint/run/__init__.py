@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from statistics import median
 
+from tracelint.dispatch import run_paths
 from tracelint.engine import Config, RunResult
 from tracelint.profile.settle import WINDOW
 from tracelint.run.launch import (
@@ -29,7 +30,6 @@ from tracelint.run.launch import (
     parse_command,
 )
 from tracelint.run.merge import could_see, merge
-from tracelint.runner import run_paths
 
 __all__ = ["SETTINGS", "EnvironmentProblem", "Execution", "NotStarted", "RunOptions", "Target", "UsageProblem",
            "execute", "parse_command", "record", "report"]

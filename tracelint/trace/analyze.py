@@ -34,8 +34,9 @@ from pathlib import Path
 
 from tracelint.engine import Config, Finding, InputError, TraceSummary
 from tracelint.trace import pool
-from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.build import build_model, problem_warnings
+from tracelint.trace.device_analysis import TraceAnalysis
+from tracelint.trace.device_metrics import analyze_device
 from tracelint.trace.estimate import with_estimate
 from tracelint.trace.files import Skipped
 from tracelint.trace.filetext import TraceReadError
@@ -44,7 +45,6 @@ from tracelint.trace.job.rank_digest import RankDigest, digest_of
 from tracelint.trace.job.ranks import Job, analyze_job, rank_list
 from tracelint.trace.job_summary import summarize_job
 from tracelint.trace.load import NotATrace, open_trace
-from tracelint.trace.metrics import analyze_device
 from tracelint.trace.model import TraceModel
 from tracelint.trace.report import Report
 from tracelint.trace.roofline import roofline_of

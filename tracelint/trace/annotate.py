@@ -5,7 +5,7 @@ The copy is the input's bytes with events appended to its ``traceEvents`` array;
 the original events read back exactly as they were. The added events sit on a process of their own named
 ``tracelint`` (a pid no event of the trace uses, sorted first), in the Trace Event Format:
 
-- one ``idle gaps`` thread per device: each idle gap (tracelint.trace.analysis.Gap) as a complete slice (``X``)
+- one ``idle gaps`` thread per device: each idle gap (tracelint.trace.device_analysis.Gap) as a complete slice (``X``)
   named by its main cause, ``idle: host sync``, with its length, its step and its cause in ``args``;
 - a ``findings`` thread: each finding as an instant event (``i``) at its place in the trace, named by its code and
   rule, its message, severity and source line in ``args``;

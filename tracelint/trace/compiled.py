@@ -33,7 +33,7 @@ from tracelint.trace.intervals import merge
 from tracelint.trace.model import KERNEL, SYNC_CALLS, Frame, GpuEvent, Op
 
 if TYPE_CHECKING:
-    from tracelint.trace.analysis import TraceAnalysis
+    from tracelint.trace.device_analysis import TraceAnalysis
 
 COMPILED_REGION = re.compile(r"^(?:## Call CompiledFxGraph|Torch-Compiled Region|CompiledFunction)")
 FRAME_REGION = "Torch-Compiled Region"  # Dynamo's call of one compiled frame (its resume frames nest inside)

@@ -34,7 +34,7 @@ from dataclasses import replace
 
 from tracelint.engine import Estimate, Finding
 from tracelint.engine import metrics as M
-from tracelint.trace.analysis import TraceAnalysis
+from tracelint.trace.device_analysis import TraceAnalysis
 from tracelint.trace.flops import peak
 from tracelint.trace.recording import gpu_busy_ms_per_step, step_basis_ms
 

@@ -1,7 +1,7 @@
 """The memory timeline of a device: what the caching allocator holds at each step boundary, how much that grows per
 step, where the peak is (forward, backward or optimizer, and in which op), what the steps allocate and never free
 (and where, when the trace has stacks), and how often the allocator goes to the driver. Read from the ``[memory]``
-samples (profile_memory=True), the runtime calls and the Python frames; ``tracelint.trace.metrics`` turns it into
+samples (profile_memory=True), the runtime calls and the Python frames; ``tracelint.trace.device_metrics`` turns it into
 metrics and the memory rules read the rest (``memory_of(analysis)``).
 
 A sample's ``Total Allocated`` is the allocator's total after it, so the memory allocated at a time ``t`` is that of
@@ -23,7 +23,7 @@ from tracelint.trace.model import MemorySample, Op, RuntimeCall, TraceModel, is_
 from tracelint.trace.recording import Recording, recording_of
 
 if TYPE_CHECKING:
-    from tracelint.trace.analysis import TraceAnalysis
+    from tracelint.trace.device_analysis import TraceAnalysis
 
 # The runtime and driver calls by which the caching allocator takes memory from the driver and gives it back (the
 # frees synchronize the device; the stream-ordered ``*Async`` pair of cudaMallocAsync does not). Seen in real traces:

@@ -5,7 +5,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from tracelint.engine import Finding, TraceSummary
-from tracelint.trace.analysis import TraceAnalysis
+from tracelint.trace.device_analysis import TraceAnalysis
 from tracelint.trace.timeline import timeline_of
 
 

@@ -38,7 +38,7 @@ from tracelint.trace.flops import (
 from tracelint.trace.model import KERNEL
 
 if TYPE_CHECKING:
-    from tracelint.trace.analysis import TraceAnalysis
+    from tracelint.trace.device_analysis import TraceAnalysis
 
 FAMILIES = (GEMM, CONVOLUTION, ATTENTION)
 METRIC_PREFIX = {GEMM: "gemm", CONVOLUTION: "conv", ATTENTION: "attention"}

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from tracelint.engine import Config, Finding, Rule, discover
 
 if TYPE_CHECKING:
-    from tracelint.trace.analysis import TraceAnalysis
+    from tracelint.trace.device_analysis import TraceAnalysis
     from tracelint.trace.job.ranks import Job
     from tracelint.trace.verdict import Verdict
 

@@ -26,7 +26,7 @@ from tracelint.trace.memory import memory_of
 from tracelint.trace.model import H2D, KERNEL, PAGEABLE, PINNED
 
 if TYPE_CHECKING:
-    from tracelint.trace.analysis import TraceAnalysis
+    from tracelint.trace.device_analysis import TraceAnalysis
 
 MAX_BUCKETS = 2000
 MAX_SEGMENTS = 600  # of a stage's schedule (4 stages x 8 microbatches give about 70)

@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tracelint.engine import catalog
+from tracelint.verify.harness_control import RunSettings
 from tracelint.verify.measure import EnvironmentProblem, Progress, Row, Verification, measure, probe, run_result
 from tracelint.verify.pairs import runnable_pair
-from tracelint.verify.run import RunSettings
 from tracelint.verify.variants import Unmeasured, Variant, plan
 
 DEFAULT_SETTINGS = RunSettings()  # frozen: one shared default is safe

@@ -1,8 +1,8 @@
 """The child side of ``tracelint verify``: runs one variant of a training script as ``__main__`` under a step clock,
 times blocks of steps on the parent's command, and writes what it measured as JSON.
 
-Started by tracelint.verify.run as ``python /path/to/harness.py CONFIG.json`` with the working directory set to the
-script's folder. Run by path, not with ``-m``, so that the script sees the ``sys.path`` it would see when run as
+Started by tracelint.verify.harness_control as ``python /path/to/harness.py CONFIG.json`` with the working directory set
+to the script's folder. Run by path, not with ``-m``, so that the script sees the ``sys.path`` it would see when run as
 ``python train.py`` (its own folder first, nothing of ours). For the same reason this module imports nothing from
 tracelint, only the standard library and (inside functions) torch and numpy; the runtime of verify's device-side
 rewrites (deferred.py, beside this file) is loaded by path.

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tracelint.engine import Finding, InputError, RunResult
 from tracelint.engine.display import report_path
-from tracelint.verify.run import Idle, RunOutcome, RunSettings, Session
+from tracelint.verify.harness_control import Idle, RunOutcome, RunSettings, Session
 from tracelint.verify.stats import (
     FAILED,
     NO_EFFECT,

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracelint.engine.stats import t975
-from tracelint.verify.run import RunOutcome
+from tracelint.verify.harness_control import RunOutcome
 
 MIN_EFFECT = 0.02  # the default of --min-effect: the smallest speedup worth a claim
 CONFIDENCE = 0.95

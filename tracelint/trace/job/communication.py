@@ -43,7 +43,7 @@ from tracelint.trace.intervals import merge, overlap
 from tracelint.trace.model import KERNEL, MEMCPY, P2P, CommOp, GpuEvent
 
 if TYPE_CHECKING:
-    from tracelint.trace.analysis import TraceAnalysis
+    from tracelint.trace.device_analysis import TraceAnalysis
 
 SEND, RECV = "send", "recv"
 

@@ -16,7 +16,7 @@ from tracelint.trace.intervals import overlap
 from tracelint.trace.job.communication import P2POp, compute_of, group_times
 
 if TYPE_CHECKING:
-    from tracelint.trace.analysis import TraceAnalysis
+    from tracelint.trace.device_analysis import TraceAnalysis
     from tracelint.trace.recording import Recording
 
 # A stretch this long with no profiled op on any launching thread is no per-op cost of the profiler (microseconds

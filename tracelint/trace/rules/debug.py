@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from tracelint.engine import Config, Finding
 from tracelint.engine import metrics as M
-from tracelint.trace.analysis import TraceAnalysis
+from tracelint.trace.device_analysis import TraceAnalysis
 from tracelint.trace.model import MEMCPY, SYNC_CALLS, GpuEvent, Op, RuntimeCall
 from tracelint.trace.rule import TraceRule
 from tracelint.trace.rules._common import finding, in_few_steps, ms, pct, refine_source

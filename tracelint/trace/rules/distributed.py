@@ -30,7 +30,7 @@ from typing import NamedTuple
 from tracelint.engine import Config, Estimate, Finding, Severity, TraceLocation
 from tracelint.engine import metrics as M
 from tracelint.engine.display import numbered
-from tracelint.trace.analysis import TraceAnalysis
+from tracelint.trace.device_analysis import TraceAnalysis
 from tracelint.trace.intervals import merge, overlap
 from tracelint.trace.job.communication import is_communication, top_collective
 from tracelint.trace.job.pipeline import Pipeline

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field, replace
 
 from tracelint.engine import Config, Finding
 from tracelint.engine import metrics as M
-from tracelint.trace.analysis import TraceAnalysis
-from tracelint.trace.metrics import is_dataloader_next
+from tracelint.trace.device_analysis import TraceAnalysis
+from tracelint.trace.device_metrics import is_dataloader_next
 from tracelint.trace.model import H2D, PAGEABLE, GpuEvent, Op
 from tracelint.trace.rule import TraceRule
 from tracelint.trace.rules._common import finding, in_few_steps, mib, ms, pct, refine_source

@@ -10,10 +10,10 @@ from dataclasses import replace
 
 from tracelint.engine import Config, Finding, SourceLocation
 from tracelint.engine import metrics as M
-from tracelint.trace.analysis import TraceAnalysis
 from tracelint.trace.compiled import GraphBreak, graph_breaks, step_compilations
+from tracelint.trace.device_analysis import TraceAnalysis
+from tracelint.trace.device_metrics import is_optimizer
 from tracelint.trace.kernels import CONV, LAYOUT_CONVERSION, memory_layout
-from tracelint.trace.metrics import is_optimizer
 from tracelint.trace.model import KERNEL
 from tracelint.trace.recording import step_basis_ms
 from tracelint.trace.rule import TraceRule

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from tracelint.engine import Config, Finding, SourceLocation
 from tracelint.engine import metrics as M
-from tracelint.trace.analysis import TraceAnalysis
+from tracelint.trace.device_analysis import TraceAnalysis
 from tracelint.trace.memory import DEVICE_FREES, DEVICE_MALLOCS, OPTIMIZER, OTHER, memory_of
 from tracelint.trace.model import KERNEL
 from tracelint.trace.recording import unprofiled_memory

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from tracelint.engine import Config, Finding, TraceLocation
 from tracelint.engine import metrics as M
-from tracelint.trace.analysis import TraceAnalysis
+from tracelint.trace.device_analysis import TraceAnalysis
 from tracelint.trace.recording import step_ms
 from tracelint.trace.rule import TraceRule
 from tracelint.trace.rules._common import finding

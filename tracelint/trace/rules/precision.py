@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from tracelint.engine import Config, Finding
 from tracelint.engine import metrics as M
-from tracelint.trace.analysis import TraceAnalysis
+from tracelint.trace.device_analysis import TraceAnalysis
 from tracelint.trace.flops import innermost_gemms
 from tracelint.trace.kernels import CHANNELS_FIRST, CONV, LAYOUT_CONVERSION, memory_layout, name_arch
 from tracelint.trace.model import KERNEL, ShapedOp

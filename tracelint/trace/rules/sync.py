@@ -16,8 +16,8 @@ Sites are aggregated per source line (with_stack traces) or per op name, and rep
 
 What a sync costs is the GPU's idle time it causes, not how long the host waits: a readback queued behind busy work
 keeps the host waiting while the GPU runs, which costs nothing. A site's cost is the length of the idle gaps
-(tracelint.trace.analysis.Gap) of the launching thread that open while it is blocked in one of the site's calls, or
-within 20 µs of its return, and that are charged mostly to the sync (``idle_host_sync``; not a DataLoader wait that
+(tracelint.trace.device_analysis.Gap) of the launching thread that open while it is blocked in one of the site's calls,
+or within 20 µs of its return, and that are charged mostly to the sync (``idle_host_sync``; not a DataLoader wait that
 follows it) — the GPU drained its queue and waits for the host's next launch. A finding whose cost is
 under ``sync-info-below-step-pct`` [1 %] of the step is ``info``: it is there, and harmless.
 """
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from tracelint.engine import Config, Finding, Severity, SourceLocation
 from tracelint.engine import metrics as M
-from tracelint.trace.analysis import TraceAnalysis
+from tracelint.trace.device_analysis import TraceAnalysis
 from tracelint.trace.model import D2H, MEMCPY, SYNC_CALLS, GpuEvent, Op, RuntimeCall
 from tracelint.trace.rule import TraceRule
 from tracelint.trace.rules._common import finding, in_few_steps, ms, refine_source

@@ -15,7 +15,7 @@ from operator import attrgetter
 
 from tracelint.engine.metrics import IDLE_CAUSES, STEP_PARTS
 from tracelint.engine.thresholds import default as threshold_default
-from tracelint.trace.analysis import Gap, StepStats, TraceAnalysis
+from tracelint.trace.device_analysis import Gap, StepStats, TraceAnalysis
 from tracelint.trace.intervals import merge, overlap
 from tracelint.trace.model import (
     D2H,

@@ -1,5 +1,5 @@
 """What the analysis of one device gives every rule: the TraceAnalysis (its model, GPU events, metrics, gaps and
-steps) and the records it holds. tracelint.trace.metrics fills it."""
+steps) and the records it holds. tracelint.trace.device_metrics fills it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
