@@ -7,7 +7,7 @@ from tests.trace.synth import Synth
 from tracelint.trace import analyze_trace
 from tracelint.trace.analyze import report_from_model
 from tracelint.trace.build import build_model
-from tracelint.trace.collect import is_library_file
+from tracelint.trace.frames import is_library_file
 from tracelint.trace.verdict import CPU_BOUND, GPU_BOUND, INPUT_BOUND, UNKNOWN
 
 

@@ -1,4 +1,4 @@
-"""The typed read (events.py: msgspec Structs, collect.py's typed reader) gives exactly the records, problems and
+"""The typed read (events.py: msgspec Structs, read_events.py's typed pass) gives exactly the records, problems and
 loader warnings of the dict read, on every fixture and public trace and on events made to leave its fast path: the
 typed path is a faster route to the same model, never a different reading. Compared by repr, so that an int where
 the dict read has a float (or the reverse) counts as a difference."""
@@ -13,8 +13,8 @@ pytest.importorskip("msgspec", reason="the typed read is the optional speed-up o
 
 from tests.shared import MULTI_GPU_TRACES, PUBLIC_TRACES  # noqa: E402
 from tracelint.trace import load  # noqa: E402
-from tracelint.trace.collect import collect  # noqa: E402
 from tracelint.trace.events import TypedChunk  # noqa: E402
+from tracelint.trace.read_events import read_events  # noqa: E402
 
 FIXTURES = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "traces").glob("*.json.gz"))
 # every trace of the corpus, the ranks of its jobs too (their collectives are read from dicts: the typed decode
@@ -26,7 +26,7 @@ SHARED = sorted(p for root in (PUBLIC_TRACES, MULTI_GPU_TRACES) if root.is_dir()
 def _read(path: Path, typed: bool) -> tuple[str, list[str], bool, int, int]:
     trace = load.open_trace(path)
     chunks = list(trace.iter_chunks(typed=typed))
-    records = collect(iter(chunks))
+    records = read_events(iter(chunks))
     return (repr(records), list(trace.warnings), trace.truncated, trace.events_read,
             sum(chunk.__class__ is TypedChunk for chunk in chunks))
 

@@ -1,4 +1,4 @@
-"""Building the trace model: the records of the event chunks (collect.py), read in one process or in parts in
+"""Building the trace model: the records of the event chunks (read_events.py), read in one process or in parts in
 several, joined in file order, with the top-level facts (devices, ranks) and GPU work joined to its launches.
 
 Devices are numbered as HIP/CUDA number them (the ids of deviceProperties): a roctracer trace's HSA agent indices
@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from itertools import compress, islice, repeat
 from operator import eq, itemgetter
 
-from tracelint.trace.collect import by_start, collect, int64
+from tracelint.trace.fields import by_start, int64
 from tracelint.trace.model import (
     CollectiveArgs,
     CommOp,
@@ -27,6 +27,8 @@ from tracelint.trace.model import (
     SyncEvent,
     TraceModel,
 )
+from tracelint.trace.read_events import read_events
+from tracelint.trace.readers import EventRecords
 
 
 def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
@@ -36,45 +38,30 @@ def build_model(chunks: Iterable[list[dict]], meta_source=None) -> TraceModel:
     each part gives the same plain-tuple records a serial read would, and they are joined in file order.
     """
     map_parts = getattr(chunks, "map_parts", None)
-    parts = map_parts(collect) if map_parts is not None else [collect(chunks)]
-    lists = parts[0]
-    for part in parts[1:]:
-        for kept, more in zip(lists[:-1], part[:-1], strict=True):
-            kept += more
+    records = _joined(map_parts(read_events) if map_parts is not None else [read_events(chunks)])
     model = TraceModel()
-    # the problems of each part, their first event numbered across the parts
-    offset = 0
-    for part in parts:
-        seen, problems = part[-1]
-        for key, (count, first) in problems.items():
-            if key in model.problems:
-                model.problems[key] = (model.problems[key][0] + count, model.problems[key][1])
-            else:
-                model.problems[key] = (count, first + offset)
-        offset += seen
-    (steps, ops, runtime, gpu_raw, syncs, frames, memory, comms, annotations, ranges, shaped, comm_ops,
-     pipelining, empty_cache) = lists[:-1]
+    model.problems = records.problems
     meta = meta_source() if meta_source else {}
     meta = meta if isinstance(meta, dict) else {}
     _read_meta(model, meta)
     model.skipped_events = sum(count for (_, dropped), (count, _) in model.problems.items() if dropped)
-    ordinals = _hip_ordinals(model, meta, runtime, gpu_raw, memory)
+    ordinals = _hip_ordinals(model, meta, records.runtime, records.gpu, records.memory)
     if ordinals:
-        gpu_raw = [(kind, name, ordinals[device], *rest) for kind, name, device, *rest in gpu_raw]
-        syncs = [(name, ordinals.get(device, device), *rest) for name, device, *rest in syncs]
+        records.gpu = [(kind, name, ordinals[device], *rest) for kind, name, device, *rest in records.gpu]
+        records.syncs = [(name, ordinals.get(device, device), *rest) for name, device, *rest in records.syncs]
         model.device_agents = {ordinal: agent for agent, ordinal in ordinals.items()}
-    _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory)
-    model.collectives = {c[0]: CollectiveArgs(*c[1:]) for c in comms if c[0] is not None}
-    comm_ops.sort(key=itemgetter(1))
-    model.comm_ops = _records(CommOp, comm_ops)
-    model.pipelining_frames = sum(pipelining)
-    empty_cache.sort(key=itemgetter(1))
-    model.empty_cache_calls = empty_cache
-    model.annotations = frozenset(annotations)
-    shaped.sort(key=by_start)
-    model.shaped_ops = _records(ShapedOp, shaped)
-    model.profiler_ranges = len(ranges)
-    model.range_counters = tuple(sorted({name for counters in set(ranges) for name in counters}))
+    _finish(model, records)
+    model.collectives = {c[0]: CollectiveArgs(*c[1:]) for c in records.collectives if c[0] is not None}
+    records.comm_ops.sort(key=itemgetter(1))
+    model.comm_ops = _records(CommOp, records.comm_ops)
+    model.pipelining_frames = records.pipelining
+    records.empty_cache.sort(key=itemgetter(1))
+    model.empty_cache_calls = records.empty_cache
+    model.annotations = frozenset(records.annotations)
+    records.shaped.sort(key=by_start)
+    model.shaped_ops = _records(ShapedOp, records.shaped)
+    model.profiler_ranges = len(records.ranges)
+    model.range_counters = tuple(sorted({name for counters in set(records.ranges) for name in counters}))
     model.meta_problems.extend(_missing_memory_size(model))
     return model
 
@@ -270,7 +257,33 @@ def _by_thread(records: list, tid_at: int, start_at: int) -> dict[object, tuple[
     return by_tid
 
 
-def _finish(model, steps, ops, runtime, gpu_raw, syncs, frames, memory) -> None:
+def _joined(parts: list[EventRecords]) -> EventRecords:
+    """The records of consecutive parts of a trace's events as one read would give them: each list in file order,
+    each problem counted over the parts with its first event numbered across them."""
+    whole = parts[0]
+    offset = whole.events
+    for part in parts[1:]:
+        for name in _RECORD_LISTS:
+            getattr(whole, name).extend(getattr(part, name))
+        whole.annotations |= part.annotations
+        whole.pipelining += part.pipelining
+        for key, (count, first) in part.problems.items():
+            if key in whole.problems:
+                whole.problems[key] = (whole.problems[key][0] + count, whole.problems[key][1])
+            else:
+                whole.problems[key] = (count, first + offset)
+        offset += part.events
+        whole.events += part.events
+    return whole
+
+
+_RECORD_LISTS = ("steps", "ops", "runtime", "gpu", "syncs", "frames", "memory", "collectives", "ranges", "shaped",
+                 "comm_ops", "empty_cache")
+
+
+def _finish(model: TraceModel, records: EventRecords) -> None:
+    steps, ops, runtime, gpu_raw = records.steps, records.ops, records.runtime, records.gpu
+    syncs, frames, memory = records.syncs, records.frames, records.memory
     # Steps: keep one span per step number (a trace may repeat a step on another thread) ordered by start.
     seen: dict[int, Step] = {}
     for step in sorted(_records(Step, steps), key=lambda s: s.start):

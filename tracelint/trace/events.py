@@ -1,13 +1,13 @@
 """The typed fast path of the event decoder: a chunk of events decoded by msgspec straight into small Structs that
-hold only the fields collect.py reads (every other key, most of a trace's bytes, is skipped without building a
+hold only the fields readers.py reads (every other key, most of a trace's bytes, is skipped without building a
 Python object), instead of a dict per event with every field.
 
 It is only a faster route to the same records, never a different reading. A chunk whose decoding here could differ
 from orjson's is not decoded here: invalid UTF-8 in a value msgspec skips (orjson refuses the chunk, and the loader's
 repairs then replace the bytes and say so), and an integer field beyond 64 bits (orjson reads it as a float; here
 the bounds refuse it). A number that overflows a double in a skipped value makes orjson refuse the chunk too, but
-the loader's repairs read it as the same events, so it changes nothing. And any event the typed reader of collect.py
-does not expect (a field missing or of another type, an op whose args it reads further than its shapes) sends the
+the loader's repairs read it as the same events, so it changes nothing. And any event its kind's strict reader
+does not take (a field missing or of another type, an op whose args it reads further than its shapes) sends the
 rest of its chunk to the dict reader (``TypedChunk.dicts``).
 """
 from __future__ import annotations
@@ -61,7 +61,7 @@ else:
         # typed: a value of another kind or beyond 64 bits sends the chunk to the dict reader (read as it reads it)
         total_reserved: Int64 | None = field(default=None, name="Total Reserved")
         addr: Int64 | None = field(default=None, name="Addr")
-        # a GEMM op's shapes (collect._shapes), kept undecoded (None: absent), decoded by orjson for the few ops read
+        # a GEMM op's shapes (readers.shapes_of), kept undecoded (None: absent), decoded by orjson for the few ops read
         input_dims: msgspec.Raw = field(default=None, name="Input Dims")
         input_types: msgspec.Raw = field(default=None, name="Input type")
         concrete_inputs: msgspec.Raw = field(default=None, name="Concrete Inputs")

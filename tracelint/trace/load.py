@@ -86,7 +86,7 @@ class TraceFile:
 
     def iter_chunks(self, typed: bool = False) -> ChunkStream:
         """Event dicts in file order, one list per chunk. Iterating again starts over. ``typed``: a chunk that
-        msgspec can decode comes as a TypedChunk of events.Event Structs instead (collect.py reads both)."""
+        msgspec can decode comes as a TypedChunk of events.Event Structs instead (read_events.py reads both)."""
         self.warnings[:] = self._open_warnings
         self.truncated = False
         self.events_read = 0
@@ -397,7 +397,7 @@ class _EventReader:
         return True
 
     def _dicts(self, buf: bytes) -> list[Any]:
-        """The events of a chunk that decode_typed read, as dicts (for the events collect.py reads from dicts)."""
+        """The events of a chunk that decode_typed read, as dicts (for the events read_events.py reads from dicts)."""
         self._needed_dicts = True
         events = _decode_fast(buf)
         if events is None:

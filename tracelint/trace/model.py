@@ -1,4 +1,4 @@
-"""The trace model: the compact, time-sorted records kept from one profiler trace (read by collect.py, put
+"""The trace model: the compact, time-sorted records kept from one profiler trace (read by read_events.py, put
 together by build.py) and the model that holds them.
 
 GPU work is assigned to a step by its launch (the GPU lags the CPU: on a GPU-bound run a step's host span is a
