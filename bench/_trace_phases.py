@@ -6,7 +6,7 @@ Runs in a fresh interpreter with the tracelint under test on sys.path, the same 
 Phases (wall and CPU seconds; CPU counts this process and the loader's reaped worker processes):
   imports          importing the CLI and the trace analyzer
   read/map         open_trace: the file mapped (or read and inflated when gzip'd) and the header before the events
-  decode+model     the loader's events through collect.py into plain records (in parts, in parallel where it does)
+  decode+model     the loader's events through read_events.py into plain records (in parts, in parallel where it does)
     decode         measured again on its own, after the run: the same parts decoded with nothing kept
     event model    decode+model minus decode
   launch matching  build.py's _finish: records sorted and joined, GPU work joined to its launches and steps
