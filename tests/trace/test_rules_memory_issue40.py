@@ -54,8 +54,7 @@ def test_the_unprofiled_growth_is_read_from_the_record(fixture_traces):
     """memory_growth_tlprofile's trace carries tracelint.profile's record: its blocks' allocated memory at their two
     boundaries, read here with json, over their steps."""
     path = fixture_traces / "memory_growth_tlprofile.pt.trace.json.gz"
-    with gzip.open(path, "rt") as f:
-        blocks = json.load(f)["tracelint"]["unprofiled"]["blocks"]
+    blocks = _record(path)["unprofiled"]["blocks"]
     expected = sum(b["allocated_mib"][1] - b["allocated_mib"][0] for b in blocks) / sum(b["steps"] for b in blocks)
     (found,) = _found(path, "TL306")
     assert dict(found.details)["unprofiled_growth_mib_per_step"] == pytest.approx(expected, abs=0.01)

@@ -75,6 +75,7 @@ class MemoryTimeline:
     unfreed_bytes_per_step: float | None  # see unfreed_steps
     unfreed_steps: int | None  # the steps but the last: what they allocate and the trace never frees, per step
     sites: tuple[UnfreedSite, ...]  # of the unfreed bytes, the TOP_SITES largest, largest first
+    allocator_calls: tuple  # the DEVICE_MALLOCS and DEVICE_FREES runtime calls inside the steps, in time order
     mallocs_per_step: float | None  # DEVICE_MALLOCS calls in the steps, per step
     frees_per_step: float | None  # DEVICE_FREES calls in the steps, per step
     empty_cache_per_step: float | None  # torch.cuda.empty_cache() calls in the steps, per step; None without stacks
@@ -123,14 +124,13 @@ def memory_timeline(model: TraceModel, device: int | None, recording: Recording 
         at_steps = tuple(_allocated_at(totals, t) for t in [*model.step_starts, steps[-1].end])
     unfreed, unfreed_steps, sites = _unfreed(model, samples)
     n_windows = len(steps) or 1
-    mallocs = frees = 0
+    calls: tuple = ()
     if samples:
-        for call in compress(model.runtime, map(_ALLOCATOR_CALLS.__contains__, map(_NAME, model.runtime))):
-            if model.step_at(call.start) is not None:
-                if call.name in DEVICE_MALLOCS:
-                    mallocs += 1
-                else:
-                    frees += 1
+        calls = tuple(call for call in compress(model.runtime, map(_ALLOCATOR_CALLS.__contains__,
+                                                                   map(_NAME, model.runtime)))
+                      if model.step_at(call.start) is not None)
+    mallocs = sum(1 for call in calls if call.name in DEVICE_MALLOCS)
+    frees = len(calls) - mallocs
     # torch.cuda.empty_cache() shows as a python_function frame: counted where the trace has those frames (an
     # inferred with_stack may come from a PyTorch <= 1.9 "Call stack", which shows no such call)
     recording = recording or recording_of(model)
@@ -150,6 +150,7 @@ def memory_timeline(model: TraceModel, device: int | None, recording: Recording 
         unfreed_bytes_per_step=unfreed,
         unfreed_steps=unfreed_steps,
         sites=sites,
+        allocator_calls=calls,
         mallocs_per_step=mallocs / n_windows if samples else None,
         frees_per_step=frees / n_windows if samples else None,
         empty_cache_per_step=empty_cache / n_windows if samples and stacks else None,

@@ -11,7 +11,7 @@ from dataclasses import replace
 from tracelint.engine import Config, Finding, SourceLocation
 from tracelint.engine import metrics as M
 from tracelint.trace.device_analysis import TraceAnalysis
-from tracelint.trace.memory import DEVICE_FREES, DEVICE_MALLOCS, OPTIMIZER, OTHER, memory_of
+from tracelint.trace.memory import DEVICE_FREES, OPTIMIZER, OTHER, memory_of
 from tracelint.trace.model import KERNEL
 from tracelint.trace.recording import unprofiled_memory
 from tracelint.trace.rule import TraceRule
@@ -198,9 +198,7 @@ class EmptyCacheInLoop(TraceRule):
         mem = memory_of(analysis)
         if not mem.frees_per_step or not analysis.has_steps:
             return
-        model = analysis.model
-        calls = [c for c in model.runtime if (c.name in DEVICE_FREES or c.name in DEVICE_MALLOCS)
-                 and model.step_at(c.start) is not None]
+        model, calls = analysis.model, mem.allocator_calls
         steps = {model.step_at(c.start) for c in calls if c.name in DEVICE_FREES}
         if in_few_steps(analysis, steps, config.threshold("allocator-churn-min-steps-pct")):
             return
